@@ -1,0 +1,51 @@
+# Quick start: `make reproduce` (set-up, then the tiny pipeline) and `make test` (set-up, then the suite).
+# Every target is idempotent: an environment is rebuilt only when its requirement files change.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BFCL_VENV := .venv-bfcl
+PIP := $(VENV)/bin/python -m pip
+CORES ?= all
+
+.PHONY: setup setup-test setup-bfcl reproduce smoke test bench clean-envs
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+
+# Stamp files record which requirement files an environment was built from.
+$(VENV)/.cpu-stamp: envs/cpu.txt pyproject.toml | $(VENV)/bin/python
+	$(PIP) install -q -r envs/cpu.txt
+	$(PIP) install -q --no-deps -e .
+	touch $@
+
+$(VENV)/.test-stamp: $(VENV)/.cpu-stamp envs/test.txt envs/verl-cpu.txt
+	$(PIP) install -q -r envs/test.txt
+	$(PIP) install -q -r envs/verl-cpu.txt
+	$(PIP) install -q --no-deps -r envs/verl-cpu-nodeps.txt
+	touch $@
+
+# bfcl-eval pins numpy==1.26.4 and pulls a CUDA torch with its full install, so it lives in its own
+# environment, installed without its heavy optional dependencies (see envs/bfcl.txt).
+$(BFCL_VENV)/.stamp: envs/bfcl.txt envs/bfcl-nodeps.txt pyproject.toml
+	test -x $(BFCL_VENV)/bin/python || $(PYTHON) -m venv $(BFCL_VENV)
+	$(BFCL_VENV)/bin/python -m pip install -q -r envs/bfcl.txt
+	$(BFCL_VENV)/bin/python -m pip install -q --no-deps -r envs/bfcl-nodeps.txt
+	$(BFCL_VENV)/bin/python -m pip install -q --no-deps -e .
+	touch $@
+
+setup: $(VENV)/.cpu-stamp $(BFCL_VENV)/.stamp
+setup-test: setup $(VENV)/.test-stamp
+
+reproduce: setup
+	$(VENV)/bin/snakemake --cores $(CORES)
+
+smoke: setup
+	$(VENV)/bin/snakemake --cores 2 --config scale=smoke
+
+test: setup-test
+	$(VENV)/bin/python -m pytest
+
+bench: setup-test
+	$(VENV)/bin/python -m benchmarks.bench_advantages
+
+clean-envs:
+	rm -rf $(VENV) $(BFCL_VENV)
