@@ -1,0 +1,103 @@
+"""Reading what the training and evaluation stages wrote, keyed by (task, method, G, seed).
+
+Paths follow the shared convention
+``results/{scale}/runs/{task}/{method}/G{G}/seed{seed}/metrics.parquet`` and
+``results/{scale}/eval/{task}/{method}/G{G}/seed{seed}/step{N}.json``; the run identity is read from the
+path, so a file moved elsewhere cannot be mislabelled silently.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+RUN_KEYS = ("task", "method", "G", "seed")
+
+_RUN_PATTERN = re.compile(r"(?P<task>[^/]+)/(?P<method>[^/]+)/G(?P<G>\d+)/seed(?P<seed>\d+)$")
+_STEP_PATTERN = re.compile(r"step(?P<step>\d+)\.json$")
+
+
+@dataclass(frozen=True, order=True)
+class RunId:
+    task: str
+    method: str
+    G: int
+    seed: int
+
+    def as_dict(self) -> dict:
+        return {"task": self.task, "method": self.method, "G": self.G, "seed": self.seed}
+
+
+def run_id_from_dir(run_dir) -> RunId:
+    """RunId from a directory ending in ``{task}/{method}/G{G}/seed{seed}``."""
+    text = Path(run_dir).as_posix().rstrip("/")
+    match = _RUN_PATTERN.search(text)
+    if match is None:
+        raise ValueError(f"{run_dir} does not end in {{task}}/{{method}}/G{{G}}/seed{{seed}}")
+    return RunId(match["task"], match["method"], int(match["G"]), int(match["seed"]))
+
+
+def load_metrics(paths: Iterable) -> pd.DataFrame:
+    """Concatenate ``metrics.parquet`` files into one long frame with the run keys as leading columns.
+
+    Each file must have a ``step`` column without duplicates; files are sorted by step.
+    """
+    frames = []
+    for path in paths:
+        path = Path(path)
+        run = run_id_from_dir(path.parent)
+        frame = pd.read_parquet(path)
+        if "step" not in frame.columns:
+            raise ValueError(f"{path} has no 'step' column")
+        if frame["step"].duplicated().any():
+            raise ValueError(f"{path} repeats steps {sorted(frame.loc[frame['step'].duplicated(), 'step'].unique())}")
+        frame = frame.sort_values("step").reset_index(drop=True)
+        for key, value in reversed(run.as_dict().items()):
+            frame.insert(0, key, value)
+        frames.append(frame)
+    if not frames:
+        raise ValueError("no metrics files given")
+    return pd.concat(frames, ignore_index=True)
+
+
+def reward_names(metrics: pd.DataFrame) -> list[str]:
+    """Reward channel names present as ``reward/<name>`` columns, in column order."""
+    return [column.split("/", 1)[1] for column in metrics.columns if column.startswith("reward/")]
+
+
+def load_evaluations(paths: Iterable) -> pd.DataFrame:
+    """One row per evaluation JSON: the run keys, ``step`` (from the file name) and every numeric
+    top-level field of the JSON (nested dicts are flattened with '/' between keys)."""
+    rows = []
+    for path in paths:
+        path = Path(path)
+        match = _STEP_PATTERN.search(path.name)
+        if match is None:
+            raise ValueError(f"{path} is not named step<N>.json")
+        record = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(record, dict):
+            raise ValueError(f"{path} does not hold a JSON object")
+        row = {**run_id_from_dir(path.parent).as_dict(), "step": int(match["step"])}
+        row.update(_flatten_numbers(record))
+        rows.append(row)
+    if not rows:
+        raise ValueError("no evaluation files given")
+    return pd.DataFrame(rows).sort_values([*RUN_KEYS, "step"]).reset_index(drop=True)
+
+
+def _flatten_numbers(record: dict, prefix: str = "") -> dict:
+    flat = {}
+    for key, value in record.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten_numbers(value, f"{name}/"))
+        elif isinstance(value, bool):
+            continue
+        elif isinstance(value, (int, float)):
+            flat[name] = float(value)
+    return flat
