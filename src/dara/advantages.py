@@ -1,0 +1,391 @@
+"""Multi-reward advantage estimators: GRPO, GDPO, DVAO, GD2PO-Hard, static weights and DARA.
+
+One entry point serves the tiny CPU trainer and verl alike::
+
+    result = compute_advantages("dara_asym", rewards, index)
+    result.advantages    # (N,) float32, one scalar per response (broadcast over its tokens by the caller)
+    result.loss_weights  # (N,) per-response weight of the policy loss (GD2PO-Hard's kept fraction, else 1)
+
+Shapes: ``rewards`` is (N, K): N responses, K reward channels. ``index`` holds N group ids (the prompt uid); rows of
+a group need not be contiguous, and every group needs at least two responses.
+
+Per group g and channel k the reward is z-scored with the Bessel-corrected standard deviation,
+``Z = (r - mean_g) / (std_g + eps)``. A group is *active* for channel k when ``sum_g |Z_k| > tau``; the channel's
+active-group density is ``pi_k = active groups / groups``. DARA weights channel k by
+``w_k = min(w_max, sqrt(max_j pi_j / pi_k))`` (1 when ``pi_k = 0``): DARA-Sym multiplies every Z_k by w_k,
+DARA-Asym only the positive ones, so sparse channels are not drowned by dense ones. The static variants apply the
+same calibration with fixed weights. Definitions and constants follow the paper's release (see
+``shared/spec/PAPER.md`` section A in the project docs).
+
+Everything is computed in float64 and returned as float32: a group whose values are all equal gets exactly 0 (and
+is inactive) whatever the input dtype, unlike a float32 mean/std where rounding leaves |A| of 0.03-0.19 for a
+constant group of eight 0.3 rewards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+
+METHODS = ("grpo", "gdpo", "dvao", "gd2po_hard", "static_sym", "static_asym", "dara_sym", "dara_asym")
+BATCH_NORMS = ("response", "token", "none")
+
+# Calibration per method: how channel weights enter ("sym": w * Z, "asym": Z + (w - 1) * max(Z, 0)) and where the
+# weights come from ("density": DARA's rule, "static": user-given, "unit": all ones).
+_CALIBRATION = {
+    "gdpo": ("sym", "unit"),
+    "gd2po_hard": ("sym", "unit"),
+    "static_sym": ("sym", "static"),
+    "static_asym": ("asym", "static"),
+    "dara_sym": ("sym", "density"),
+    "dara_asym": ("asym", "density"),
+}
+
+SIGN_EPS = 1e-8  # GD2PO-Hard: |Z| at or below this counts as neutral, not as a sign
+DVAO_DENOM_EPS = 1e-8  # DVAO: a denominator at or below this gives advantage 0
+WHITEN_EPS = 1e-8  # token-level whitening: (S - m) / sqrt(var + WHITEN_EPS), as verl's masked_whiten
+
+
+@dataclass(frozen=True)
+class AdvantageResult:
+    """What an estimator returns.
+
+    advantages: (N,) float32, one scalar per response.
+    density: (K,) float32, active-group density pi_k of each channel (a diagnostic for every method).
+    weights: (K,) float32, the channel weights applied (1 where a method has none).
+    loss_weights: (N,) float32, per-response multiplier of the policy loss (GD2PO-Hard's kept fraction of the group).
+    metrics: scalar diagnostics named ``<quantity>/<channel>`` plus ``n_groups`` (and GD2PO-Hard's conflict ratio).
+    """
+
+    advantages: torch.Tensor
+    density: torch.Tensor
+    weights: torch.Tensor
+    loss_weights: torch.Tensor
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GroupLayout:
+    """Group membership of N rows: ``codes[i]`` is row i's group in [0, n_groups).
+
+    ``block_size`` is set when groups are contiguous, equal-size blocks (verl's layout), which allows reshapes
+    instead of scatters.
+    """
+
+    codes: torch.Tensor
+    counts: torch.Tensor
+    n_groups: int
+    block_size: int | None
+
+
+def group_layout(index, n_rows: int, device: torch.device | None = None) -> GroupLayout:
+    """Map group ids (strings, ints, numpy object array, int tensor) to integer codes."""
+    if isinstance(index, torch.Tensor):
+        if index.dtype.is_floating_point or index.dtype == torch.bool or index.dtype.is_complex:
+            raise ValueError(f"index tensor must hold integer group ids, got dtype {index.dtype}")
+        ids = index.reshape(-1)
+        if ids.numel() != n_rows:
+            raise ValueError(f"index has {ids.numel()} entries but rewards have {n_rows} rows")
+        _, codes = torch.unique(ids, return_inverse=True)
+        codes = codes.to(device=device)
+    else:
+        ids = index if isinstance(index, np.ndarray) else np.asarray(index, dtype=object)
+        ids = ids.reshape(-1)
+        if ids.shape[0] != n_rows:
+            raise ValueError(f"index has {ids.shape[0]} entries but rewards have {n_rows} rows")
+        if ids.dtype.kind in "fc" or any(isinstance(v, float) for v in ids[:1]):
+            raise ValueError("index must hold group ids (strings or integers), got floating-point values")
+        if ids.dtype.kind in "iu":
+            _, inverse = np.unique(ids, return_inverse=True)
+        else:  # strings / objects (verl's uids): hash-based, no sort, no coercion of 1 to "1"
+            inverse, _ = pd.factorize(ids, use_na_sentinel=False)
+        codes = torch.as_tensor(inverse.reshape(-1), dtype=torch.long, device=device)
+    n_groups = int(codes.max().item()) + 1
+    counts = torch.bincount(codes, minlength=n_groups)
+    if int(counts.min().item()) < 2:
+        singleton = int(torch.nonzero(counts < 2)[0].item())
+        raise ValueError(
+            f"every group needs at least two responses to be z-scored; group #{singleton} has "
+            f"{int(counts[singleton].item())}"
+        )
+    block_size = _contiguous_block_size(codes, counts)
+    if block_size is not None:  # number groups in block order, so reshaped group stats line up with codes
+        codes = torch.arange(n_groups, device=codes.device).repeat_interleave(block_size)
+    return GroupLayout(codes=codes, counts=counts, n_groups=n_groups, block_size=block_size)
+
+
+def _contiguous_block_size(codes: torch.Tensor, counts: torch.Tensor) -> int | None:
+    size = int(counts[0].item())
+    if not bool((counts == size).all()):
+        return None
+    blocks = codes.view(-1, size)
+    return size if bool((blocks == blocks[:, :1]).all()) else None
+
+
+def _group_sum(values: torch.Tensor, layout: GroupLayout) -> torch.Tensor:
+    """Sum rows of ``values`` (N, ...) per group -> (n_groups, ...)."""
+    if layout.block_size is not None:
+        return values.reshape(layout.n_groups, layout.block_size, *values.shape[1:]).sum(dim=1)
+    out = values.new_zeros((layout.n_groups, *values.shape[1:]))
+    return out.index_add_(0, layout.codes, values)
+
+
+def _group_extreme(values: torch.Tensor, layout: GroupLayout, reduce: str) -> torch.Tensor:
+    if layout.block_size is not None:
+        blocks = values.reshape(layout.n_groups, layout.block_size, *values.shape[1:])
+        return blocks.amax(dim=1) if reduce == "amax" else blocks.amin(dim=1)
+    out = values.new_zeros((layout.n_groups, *values.shape[1:]))
+    target = layout.codes.view(-1, *([1] * (values.dim() - 1))).expand_as(values)
+    return out.scatter_reduce_(0, target, values, reduce=reduce, include_self=False)
+
+
+def group_zscores(values: torch.Tensor, layout: GroupLayout, eps: float, population_std: bool = False):
+    """Per-group z-scores of ``values`` (N, K) in float64, exactly 0 for constant groups.
+
+    Returns ``(z, mean, std, constant)`` with mean/std/constant of shape (n_groups, K).
+    """
+    counts = layout.counts.to(values.dtype).view(-1, *([1] * (values.dim() - 1)))
+    mean = _group_sum(values, layout) / counts
+    centred = values - mean[layout.codes]
+    dof = counts if population_std else counts - 1
+    std = torch.sqrt(_group_sum(centred * centred, layout) / dof)
+    constant = _group_extreme(values, layout, "amax") == _group_extreme(values, layout, "amin")
+    z = centred / (std[layout.codes] + eps)
+    return z.masked_fill(constant[layout.codes], 0.0), mean, std, constant
+
+
+def channel_density(z: torch.Tensor, layout: GroupLayout, tau: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Active groups per channel (sum of |z| in the group above tau) and the density pi_k = active / groups."""
+    active = (_group_sum(z.abs(), layout) > tau).sum(dim=0)
+    return active, active.to(torch.float64) / layout.n_groups
+
+
+def density_weights(density: torch.Tensor, w_max: float) -> torch.Tensor:
+    """DARA's weights: min(w_max, sqrt(max_j pi_j / pi_k)); 1 for a channel that is never active."""
+    reference = density.max()
+    weights = torch.ones_like(density)
+    live = density > 0
+    weights[live] = torch.clamp(torch.sqrt(reference / density[live]), max=w_max)
+    return weights
+
+
+def calibrate(z: torch.Tensor, weights: torch.Tensor, mode: str) -> torch.Tensor:
+    """Apply channel weights to z-scores (N, K): "sym" scales all of Z_k, "asym" only its positive part."""
+    if mode == "sym":
+        return z * weights
+    return z + (weights - 1.0) * z.clamp(min=0.0)
+
+
+def batch_normalise(scores: torch.Tensor, eps: float, lengths: torch.Tensor | None, keep=None) -> torch.Tensor:
+    """Normalise per-response scores over the batch (or over the ``keep`` rows).
+
+    Without ``lengths``: equal weight per response, ``(S - m) / (std_bessel + eps)``, zeros when one element or fewer.
+    With ``lengths``: token-weighted as verl's ``masked_whiten``, ``(S - m) / sqrt(var_bessel_tokens + 1e-8)``.
+    Rows outside ``keep`` get 0.
+    """
+    keep = torch.ones_like(scores, dtype=torch.bool) if keep is None else keep
+    out = torch.zeros_like(scores)
+    if lengths is None:
+        kept = scores[keep]
+        if kept.numel() <= 1:
+            return out
+        out[keep] = (kept - kept.mean()) / (kept.std(unbiased=True) + eps)
+        return out
+    tokens = lengths.to(scores.dtype) * keep
+    n_tokens = tokens.sum()
+    if n_tokens <= 1:
+        return out
+    mean = (tokens * scores).sum() / n_tokens
+    var = (tokens * (scores - mean) ** 2).sum() / n_tokens * (n_tokens / (n_tokens - 1))
+    out[keep] = ((scores - mean) * torch.rsqrt(var + WHITEN_EPS))[keep]
+    return out
+
+
+def compute_advantages(
+    method: str,
+    rewards,
+    index,
+    *,
+    w_max: float = 5.0,
+    tau: float = 1e-8,
+    eps: float = 1e-6,
+    static_weights: Sequence[float] | None = None,
+    base_weights: Sequence[float] | None = None,
+    lengths=None,
+    batch_norm: str = "response",
+    channel_names: Sequence[str] | None = None,
+) -> AdvantageResult:
+    """Advantages of one method for a batch of multi-reward responses.
+
+    Args:
+        method: one of ``METHODS``.
+        rewards: (N, K) rewards, torch tensor or numpy array, finite.
+        index: N group ids (str, int, numpy object array as verl passes uids, or an integer tensor).
+        w_max: DARA's weight cap (>= 1); ``w_max=1`` makes DARA exactly GDPO.
+        tau: a group is active for a channel when the sum of its |Z| exceeds tau.
+        eps: added to the per-group std (and the response-level batch std).
+        static_weights: K fixed weights (each >= 1), required by ``static_sym``/``static_asym`` and only by them.
+        base_weights: K positive DVAO channel weights (default equal), only for ``dvao``.
+        lengths: (N,) response lengths in tokens, required by ``batch_norm="token"``.
+        batch_norm: final normalisation of methods that have one (GDPO, GD2PO-Hard, static, DARA):
+            "response" (per-response, math stack), "token" (token-weighted whitening, tool stack) or "none".
+            GRPO and DVAO have no batch normalisation by definition.
+        channel_names: names used in ``metrics`` keys (default "0", "1", ...).
+    """
+    x, device = _validated_rewards(rewards)
+    n_rows, n_channels = x.shape
+    names = _channel_names(channel_names, n_channels)
+    _validate_options(method, w_max, tau, eps, batch_norm, static_weights, base_weights, n_channels)
+    token_lengths = _validated_lengths(lengths, n_rows, device) if batch_norm == "token" else None
+    if lengths is not None and batch_norm != "token":
+        raise ValueError(f"lengths are only used by batch_norm='token', got batch_norm={batch_norm!r}")
+    layout = group_layout(index, n_rows, device=device)
+
+    z, _, _, _ = group_zscores(x, layout, eps)
+    active, density = channel_density(z, layout, tau)
+    weights = torch.ones(n_channels, dtype=torch.float64, device=device)
+    loss_weights = torch.ones(n_rows, dtype=torch.float64, device=device)
+    calibrated = z
+    extra: dict[str, float] = {}
+
+    if method == "grpo":
+        advantages, _, _, _ = group_zscores(x.sum(dim=1, keepdim=True), layout, eps)
+        advantages = advantages[:, 0]
+    elif method == "dvao":
+        advantages = _dvao(x, layout, base_weights)
+    else:
+        mode, source = _CALIBRATION[method]
+        if source == "density":
+            weights = density_weights(density, w_max)
+        elif source == "static":
+            weights = torch.as_tensor(static_weights, dtype=torch.float64, device=device)
+        calibrated = calibrate(z, weights, mode)
+        scores = calibrated.sum(dim=1)
+        keep = None
+        if method == "gd2po_hard":
+            keep = ~((z > SIGN_EPS).any(dim=1) & (z < -SIGN_EPS).any(dim=1))
+            kept_fraction = _group_sum(keep.to(torch.float64), layout) / layout.counts
+            loss_weights = kept_fraction[layout.codes]
+            extra["gd2po_hard/conflict_ratio"] = 1.0 - float(keep.to(torch.float64).mean())
+            scores = scores * keep
+        if batch_norm == "none":
+            advantages = scores
+        else:
+            advantages = batch_normalise(scores, eps, token_lengths, keep)
+
+    metrics = {"n_groups": float(layout.n_groups), **extra}
+    for k, name in enumerate(names):
+        metrics[f"density/{name}"] = float(density[k])
+        metrics[f"weight/{name}"] = float(weights[k])
+        metrics[f"active_groups/{name}"] = float(active[k])
+        for label, values in (("", z[:, k]), ("_calibrated", calibrated[:, k])):
+            metrics[f"energy_pos{label}/{name}"] = float((values.clamp(min=0.0) ** 2).sum())
+            metrics[f"energy_neg{label}/{name}"] = float((values.clamp(max=0.0) ** 2).sum())
+    return AdvantageResult(
+        advantages=advantages.to(torch.float32),
+        density=density.to(torch.float32),
+        weights=weights.to(torch.float32),
+        loss_weights=loss_weights.to(torch.float32),
+        metrics=metrics,
+    )
+
+
+def _dvao(x: torch.Tensor, layout: GroupLayout, base_weights) -> torch.Tensor:
+    """DVAO: A = sum_k b_k (r_k - mu_k) / sum_k b_k sigma_k per group, population sigma; tiny denominators give 0."""
+    n_channels = x.shape[1]
+    b = torch.full((n_channels,), 1.0 / n_channels, dtype=torch.float64, device=x.device)
+    if base_weights is not None:
+        b = torch.as_tensor(base_weights, dtype=torch.float64, device=x.device)
+    counts = layout.counts.to(x.dtype).unsqueeze(1)
+    mean = _group_sum(x, layout) / counts
+    centred = x - mean[layout.codes]
+    sigma = torch.sqrt(_group_sum(centred * centred, layout) / counts)
+    constant = _group_extreme(x, layout, "amax") == _group_extreme(x, layout, "amin")
+    centred = centred.masked_fill(constant[layout.codes], 0.0)
+    sigma = sigma.masked_fill(constant, 0.0)
+    denominator = (sigma * b).sum(dim=1)
+    live = denominator > DVAO_DENOM_EPS
+    numerator = (centred * b).sum(dim=1)
+    safe = torch.where(live, denominator, torch.ones_like(denominator))
+    return torch.where(live[layout.codes], numerator / safe[layout.codes], torch.zeros_like(numerator))
+
+
+def _validated_rewards(rewards) -> tuple[torch.Tensor, torch.device]:
+    if isinstance(rewards, torch.Tensor):
+        device = rewards.device
+        x = rewards.detach().to(torch.float64)
+    elif isinstance(rewards, np.ndarray):
+        if rewards.dtype.kind not in "biuf":
+            raise ValueError(f"rewards must be numeric, got numpy dtype {rewards.dtype}")
+        device = torch.device("cpu")
+        x = torch.as_tensor(rewards, dtype=torch.float64)
+    else:
+        raise ValueError(f"rewards must be a torch tensor or a numpy array, got {type(rewards).__name__}")
+    if x.dim() != 2:
+        raise ValueError(f"rewards must be 2-D (responses, channels), got shape {tuple(x.shape)}")
+    if x.shape[0] == 0 or x.shape[1] == 0:
+        raise ValueError(f"rewards must hold at least one response and one channel, got shape {tuple(x.shape)}")
+    bad = ~torch.isfinite(x)
+    if bool(bad.any()):
+        row, col = (int(v) for v in torch.nonzero(bad)[0])
+        raise ValueError(f"rewards must be finite; row {row}, channel {col} is {x[row, col].item()}")
+    return x, device
+
+
+def _validated_lengths(lengths, n_rows: int, device) -> torch.Tensor:
+    if lengths is None:
+        raise ValueError("batch_norm='token' needs per-response token lengths (lengths=...)")
+    values = torch.as_tensor(np.asarray(lengths) if not isinstance(lengths, torch.Tensor) else lengths)
+    values = values.to(device=device, dtype=torch.float64).reshape(-1)
+    if values.numel() != n_rows:
+        raise ValueError(f"lengths has {values.numel()} entries but rewards have {n_rows} rows")
+    if bool((values < 0).any()) or not bool(torch.isfinite(values).all()):
+        raise ValueError("lengths must be finite token counts >= 0")
+    return values
+
+
+def _channel_names(channel_names, n_channels: int) -> list[str]:
+    if channel_names is None:
+        return [str(k) for k in range(n_channels)]
+    names = [str(name) for name in channel_names]
+    if len(names) != n_channels:
+        raise ValueError(f"channel_names has {len(names)} names but rewards have {n_channels} channels")
+    if len(set(names)) != len(names):
+        raise ValueError(f"channel_names must be distinct, got {names}")
+    return names
+
+
+def _validate_options(method, w_max, tau, eps, batch_norm, static_weights, base_weights, n_channels) -> None:
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; valid methods: {', '.join(METHODS)}")
+    if batch_norm not in BATCH_NORMS:
+        raise ValueError(f"unknown batch_norm {batch_norm!r}; valid values: {', '.join(BATCH_NORMS)}")
+    if not (np.isfinite(w_max) and w_max >= 1.0):
+        raise ValueError(f"w_max must be a finite number >= 1, got {w_max}")
+    if not (np.isfinite(tau) and tau >= 0.0):
+        raise ValueError(f"tau must be a finite number >= 0, got {tau}")
+    if not (np.isfinite(eps) and eps > 0.0):
+        raise ValueError(f"eps must be a finite number > 0, got {eps}")
+    is_static = method in ("static_sym", "static_asym")
+    if is_static:
+        if static_weights is None:
+            raise ValueError(f"{method} needs static_weights, one per reward channel (each >= 1)")
+        values = np.asarray(static_weights, dtype=float).reshape(-1)
+        if values.shape[0] != n_channels:
+            raise ValueError(f"static_weights has {values.shape[0]} values but rewards have {n_channels} channels")
+        if not np.all(np.isfinite(values)) or np.any(values < 1.0):
+            raise ValueError(f"static_weights must be finite and each >= 1, got {values.tolist()}")
+    elif static_weights is not None:
+        raise ValueError(f"static_weights are only used by static_sym/static_asym, not by {method}")
+    if base_weights is not None:
+        if method != "dvao":
+            raise ValueError(f"base_weights are only used by dvao, not by {method}")
+        values = np.asarray(base_weights, dtype=float).reshape(-1)
+        if values.shape[0] != n_channels:
+            raise ValueError(f"base_weights has {values.shape[0]} values but rewards have {n_channels} channels")
+        if not np.all(np.isfinite(values)) or np.any(values <= 0.0):
+            raise ValueError(f"base_weights must be finite and > 0, got {values.tolist()}")
