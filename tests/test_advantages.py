@@ -298,3 +298,11 @@ def test_contiguous_blocks_with_unsorted_ids_use_the_right_group_stats():
             got = compute_advantages(method, rewards, index, **kwargs)
             want = reference_advantages(method, rewards, list(np.asarray(index)), **kwargs)
             np.testing.assert_allclose(got.advantages.numpy(), want["advantages"], atol=2e-5)
+
+
+def test_an_id_in_two_separate_blocks_is_one_group():
+    rewards = np.array([[0.0], [1.0], [2.0], [2.0], [4.0], [5.0]])
+    got = compute_advantages("gdpo", rewards, ["a", "a", "b", "b", "a", "a"], batch_norm="none")
+    assert got.metrics["n_groups"] == 2.0 and got.metrics["active_groups/0"] == 1.0
+    want = reference_advantages("gdpo", rewards, ["a", "a", "b", "b", "a", "a"], batch_norm="none")
+    np.testing.assert_allclose(got.advantages.numpy(), want["advantages"], atol=1e-6)
