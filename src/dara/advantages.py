@@ -101,10 +101,7 @@ def group_layout(index, n_rows: int, device: torch.device | None = None) -> Grou
             raise ValueError("index must hold group ids (strings or integers), got floating-point values")
         block_size = _block_size_of_ids(ids)
         if block_size is not None:  # verl's layout: skip hashing every id
-            n_groups = n_rows // block_size
-            codes = torch.arange(n_groups, device=device).repeat_interleave(block_size)
-            counts = torch.full((n_groups,), block_size, dtype=torch.long, device=device)
-            return GroupLayout(codes=codes, counts=counts, n_groups=n_groups, block_size=block_size)
+            return _block_layout(n_rows // block_size, block_size, device)
         if ids.dtype.kind in "iu":
             _, inverse = np.unique(ids, return_inverse=True)
         else:  # strings / objects (verl's uids): hash-based, no sort, no coercion of 1 to "1"
@@ -120,7 +117,13 @@ def group_layout(index, n_rows: int, device: torch.device | None = None) -> Grou
         )
     block_size = _contiguous_block_size(codes, counts)
     if block_size is not None:  # number groups in block order, so reshaped group stats line up with codes
-        codes = torch.arange(n_groups, device=codes.device).repeat_interleave(block_size)
+        return _block_layout(n_groups, block_size, codes.device)
+    return GroupLayout(codes=codes, counts=counts, n_groups=n_groups, block_size=None)
+
+
+def _block_layout(n_groups: int, block_size: int, device) -> GroupLayout:
+    codes = torch.arange(n_groups, device=device).repeat_interleave(block_size)
+    counts = torch.full((n_groups,), block_size, dtype=torch.long, device=device)
     return GroupLayout(codes=codes, counts=counts, n_groups=n_groups, block_size=block_size)
 
 
@@ -264,6 +267,13 @@ def compute_advantages(
     if lengths is not None and batch_norm != "token":
         raise ValueError(f"lengths are only used by batch_norm='token', got batch_norm={batch_norm!r}")
     layout = group_layout(index, n_rows, device=device)
+    # Equal-size groups in any order: sort rows into blocks so every group statistic is a reshape, undo at the end.
+    order = None
+    if layout.block_size is None and bool((layout.counts == layout.counts[0]).all()):
+        order = torch.argsort(layout.codes, stable=True)
+        x = x[order]
+        token_lengths = None if token_lengths is None else token_lengths[order]
+        layout = _block_layout(layout.n_groups, int(layout.counts[0]), device)
 
     z, _, _, _ = group_zscores(x, layout, eps)
     active, density = channel_density(z, layout, tau)
@@ -306,6 +316,9 @@ def compute_advantages(
                   "energy_pos_calibrated", "energy_neg_calibrated")
     for quantity, values in zip(quantities, per_channel):
         metrics.update({f"{quantity}/{name}": value for name, value in zip(names, values)})
+    if order is not None:
+        advantages = torch.empty_like(advantages).index_copy_(0, order, advantages)
+        loss_weights = torch.empty_like(loss_weights).index_copy_(0, order, loss_weights)
     return AdvantageResult(
         advantages=advantages.to(torch.float32),
         density=density.to(torch.float32),
