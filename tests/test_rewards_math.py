@@ -1,0 +1,208 @@
+"""Math rewards: last boxed answer, math-verify correctness in worker processes (timeouts, crashes), length budget.
+
+All tests share the module's one worker pool, so the start-up cost is paid once.
+"""
+
+import logging
+import os
+import threading
+import time
+from fractions import Fraction
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import dara.rewards.math as math_rewards
+from dara.rewards.math import correctness_reward, correctness_rewards, last_boxed, length_reward
+
+# ---------------------------------------------------------------- last_boxed
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (r"so \boxed{5}.", "5"),
+        (r"\boxed{\frac{1}{2}}", r"\frac{1}{2}"),
+        (r"\boxed{\left\{1, {2}\right\}}", r"\left\{1, {2}\right\}"),
+        (r"first \boxed{1} then \boxed{2}", "2"),
+        (r"\boxed {7}", "7"),
+        (r"\boxed{}", ""),
+        (r"no answer", None),
+        (r"\boxed 5", None),  # only the braced form is an answer
+        (r"\boxed{3} and \boxed 5", "3"),
+        (r"\boxed{1} then cut off \boxed{\frac{1}{", None),  # the last answer never closes
+        (r"\boxed{a}}}", "a"),
+    ],
+)
+def test_last_boxed(text, expected):
+    assert last_boxed(text) == expected
+
+
+def test_last_boxed_rejects_non_text():
+    with pytest.raises(TypeError):
+        last_boxed(None)
+
+
+# ---------------------------------------------------------------- correctness
+
+
+def test_correctness_cases_in_one_batch():
+    responses = [
+        r"The answer is \boxed{\frac{1}{2}}.",
+        r"\boxed{0.5}",
+        r"\boxed{3}",
+        r"I think 1/2 but I did not box it.",
+        r"\boxed{1/2} wait, no: \boxed{2}",  # the last box counts
+        r"\boxed{x^2 + 1}",
+        r"\boxed{}",
+        r"\boxed{\frac{1}{2",  # cut off
+    ]
+    answers = [r"\frac{1}{2}", "1/2", "4", "1/2", "1/2", "1 + x^2", "1", "1/2"]
+    assert correctness_rewards(responses, answers) == [1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0]
+
+
+def test_correctness_single_item_api():
+    assert correctness_reward(r"\boxed{42}", "42") == 1.0
+    assert correctness_reward(r"\boxed{41}", "42") == 0.0
+
+
+def test_empty_batch():
+    assert correctness_rewards([], []) == []
+
+
+@pytest.mark.parametrize(
+    ("responses", "answers", "error", "message"),
+    [
+        ([r"\boxed{1}"], ["1", "2"], ValueError, "1 responses but 2 answers"),
+        (r"\boxed{1}", "1", TypeError, "not a single string"),
+        ([r"\boxed{1}"], [""], ValueError, "answer 0"),
+        ([r"\boxed{1}"], [1], ValueError, "answer 0"),
+        ([None], ["1"], TypeError, "response 0"),
+    ],
+)
+def test_correctness_rejects_bad_input(responses, answers, error, message):
+    with pytest.raises(error, match=message):
+        correctness_rewards(responses, answers)
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, "5", None, True])
+def test_correctness_rejects_bad_timeout(bad):
+    with pytest.raises(ValueError, match="timeout_s"):
+        correctness_rewards([r"\boxed{1}"], ["1"], timeout_s=bad)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(-10**6, 10**6), min_size=1, max_size=8))
+def test_property_boxed_integers(numbers):
+    responses = [f"Reasoning. The answer is \\boxed{{{n}}}." for n in numbers]
+    right = correctness_rewards(responses, [str(n) for n in numbers])
+    wrong = correctness_rewards(responses, [str(n + 1) for n in numbers])
+    assert right == [1.0] * len(numbers)
+    assert wrong == [0.0] * len(numbers)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(-500, 500), st.integers(1, 500)).filter(lambda pq: Fraction(*pq).denominator != 1),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_property_boxed_fractions(fractions):
+    values = [Fraction(p, q) for p, q in fractions]
+    responses = [
+        f"\\boxed{{-\\frac{{{abs(v.numerator)}}}{{{v.denominator}}}}}"
+        if v < 0
+        else f"\\boxed{{\\frac{{{v.numerator}}}{{{v.denominator}}}}}"
+        for v in values
+    ]
+    right = correctness_rewards(responses, [f"{v.numerator}/{v.denominator}" for v in values])
+    wrong = correctness_rewards(responses, [f"{v.numerator + 1}/{v.denominator}" for v in values])
+    assert right == [1.0] * len(values)
+    assert wrong == [0.0] * len(values)
+
+
+def test_workers_are_reused_across_calls():
+    correctness_rewards([r"\boxed{1}"], ["1"])
+    pool = math_rewards._POOL._executor
+    correctness_rewards([r"\boxed{2}"] * 4, ["2"] * 4)
+    assert math_rewards._POOL._executor is pool
+
+
+def test_scoring_from_a_non_main_thread():
+    # math-verify's signal.alarm cannot run off the main thread; scoring in workers makes that irrelevant.
+    results = []
+    thread = threading.Thread(target=lambda: results.append(correctness_rewards([r"\boxed{7}"], ["7"])))
+    thread.start()
+    thread.join(timeout=120)
+    assert results == [[1.0]]
+
+
+# Stand-ins for the scoring function, imported by the worker from this module by name.
+def _slow_on_marker(predicted, answer, timeout_s):
+    if predicted == "SLOW":
+        time.sleep(600)
+    return 1.0 if predicted == answer else 0.0
+
+
+def _crash_on_marker(predicted, answer, timeout_s):
+    if predicted == "CRASH":
+        os._exit(3)
+    return 1.0 if predicted == answer else 0.0
+
+
+def test_timeout_scores_zero_with_a_warning_and_replaces_the_worker(monkeypatch, caplog):
+    monkeypatch.setattr(math_rewards, "_score_boxed", _slow_on_marker)
+    responses = [r"\boxed{a}", r"\boxed{SLOW}", r"\boxed{b}", r"\boxed{c}"]
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="dara.rewards.math"):
+        scores = correctness_rewards(responses, ["a", "SLOW", "b", "x"], timeout_s=1.0)
+    assert scores == [1.0, 0.0, 1.0, 0.0]
+    assert time.monotonic() - started < 120  # the sleeping worker was killed, not waited for
+    assert any("timed out" in record.getMessage() for record in caplog.records)
+    # The pool that replaced the stuck one serves later calls.
+    assert correctness_rewards([r"\boxed{d}"], ["d"], timeout_s=5.0) == [1.0]
+
+
+def test_crashed_worker_is_replaced_and_the_culprit_scores_zero(monkeypatch, caplog):
+    monkeypatch.setattr(math_rewards, "_score_boxed", _crash_on_marker)
+    responses = [r"\boxed{a}", r"\boxed{CRASH}", r"\boxed{b}"]
+    with caplog.at_level(logging.WARNING, logger="dara.rewards.math"):
+        scores = correctness_rewards(responses, ["a", "CRASH", "b"], timeout_s=10.0)
+    assert scores == [1.0, 0.0, 1.0]
+    assert any("crashed its worker" in record.getMessage() for record in caplog.records)
+
+
+def test_pathological_input_is_bounded(caplog):
+    # A tower of powers makes sympy work for a long time; the item must come back within its budget (0.0).
+    tower = "9^{" * 12 + "9" + "}" * 12
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="dara.rewards.math"):
+        scores = correctness_rewards([f"\\boxed{{{tower}}}", r"\boxed{2}"], ["1", "2"], timeout_s=3.0)
+    assert scores == [0.0, 1.0]
+    assert time.monotonic() - started < 60
+
+
+# ---------------------------------------------------------------- length
+
+
+@pytest.mark.parametrize(("n_tokens", "expected"), [(0, 1.0), (3999, 1.0), (4000, 1.0), (4001, 0.0), (10**6, 0.0)])
+def test_length_reward_budget(n_tokens, expected):
+    assert length_reward(n_tokens) == expected
+
+
+def test_length_reward_custom_budget_and_numpy_ints():
+    np = pytest.importorskip("numpy")
+    assert length_reward(np.int64(10), budget=10) == 1.0
+    assert length_reward(11, budget=np.int32(10)) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("n_tokens", "budget", "message"),
+    [(-1, 4000, "non-negative"), (1.5, 4000, "integer"), (True, 4000, "integer"), ("3", 4000, "integer"), (1, -2, "budget")],
+)
+def test_length_reward_rejects_bad_counts(n_tokens, budget, message):
+    with pytest.raises(ValueError, match=message):
+        length_reward(n_tokens, budget=budget)
