@@ -1,0 +1,61 @@
+"""Arithmetic with a length budget (PAPER.md B, math rewards).
+
+Problems ``a + b - c`` (single digits, non-negative result) answered with a short chain of steps and
+``\\boxed{}``. Rewards: correctness {0, 1} by math-verify, and length {0, 1}: the response has at most
+``length_budget`` tokens. The warm start learns answers padded with ``Check:`` lines (0 to ``max_checks``),
+and only ``concise_rate`` of demonstrations have none, so the length reward starts rare, as the 4000-token budget
+does for R1-distilled models (about 35 % compliance in the paper).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from dara.tasks.base import ASSISTANT_TURN, Task, check_rate
+
+
+class MathLengthTask(Task):
+    name = "math_length"
+    reward_names = ("correctness", "length")
+    sparse_rewards = ("length",)
+
+    def __init__(self, *, length_budget: int = 24, concise_rate: float = 0.1, max_checks: int = 3):
+        if length_budget < 1:
+            raise ValueError(f"length_budget must be a positive number of tokens, got {length_budget}")
+        if max_checks < 1:
+            raise ValueError(f"max_checks must be >= 1, got {max_checks}")
+        self.length_budget = int(length_budget)
+        self.concise_rate = check_rate("concise_rate", concise_rate)
+        self.max_checks = int(max_checks)
+
+    def _draw_item(self, rng: np.random.Generator) -> dict[str, Any]:
+        a, b = (int(x) for x in rng.integers(0, 10, size=2))
+        c = int(rng.integers(0, min(a + b, 9) + 1))
+        answer = a + b - c
+        return {
+            "prompt": f"Problem: {a} + {b} - {c}\n{ASSISTANT_TURN}",
+            "operands": [a, b, c],
+            "answer": str(answer),
+        }
+
+    def demonstration(self, item: dict[str, Any], rng: np.random.Generator) -> str:
+        a, b, c = item["operands"]
+        steps = f"{a} + {b} = {a + b}. {a + b} - {c} = {item['answer']}."
+        if rng.random() < self.concise_rate:
+            n_checks = 0
+        else:
+            n_checks = int(rng.integers(1, self.max_checks + 1))
+        checks = "".join(f" Check: {a + b} - {c} = {item['answer']}." for _ in range(n_checks))
+        return f"{steps}{checks} \\boxed{{{item['answer']}}}"
+
+    def score(self, responses: Sequence[str], items: Sequence[dict[str, Any]],
+              n_tokens: Sequence[int]) -> np.ndarray:
+        from dara.rewards import math as math_rewards
+
+        if not len(responses) == len(items) == len(n_tokens):
+            raise ValueError(f"{len(responses)} responses, {len(items)} items, {len(n_tokens)} token counts")
+        correct = math_rewards.correctness_rewards(list(responses), [item["answer"] for item in items])
+        length = [math_rewards.length_reward(int(n), self.length_budget) for n in n_tokens]
+        return np.column_stack([np.asarray(correct, dtype=np.float64), np.asarray(length, dtype=np.float64)])

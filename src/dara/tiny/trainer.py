@@ -1,0 +1,314 @@
+"""Multi-reward RL for the tiny policy, one readable loop (CleanRL style).
+
+Each step: draw ``responses_per_step / group_size`` training prompts, sample ``group_size`` responses for each,
+score every reward of the task, turn the (N, K) rewards into advantages with
+``dara.advantages.compute_advantages`` (the function verl calls at paper scale), and take PPO-clip updates with
+GD2PO-Hard's per-response loss weights and an optional k3 KL penalty to the warm-start policy.
+
+Row ``step = s`` of ``metrics.parquet`` describes the rollouts of the policy after ``s`` updates (row 0 is the
+warm-start policy, the "step-0 rate"), and ``checkpoints/step{s}`` is that same policy.
+
+    python -m dara.tiny.trainer --experiment tiny --task toolcall --method dara_sym --group-size 8 --seed 0 \\
+        --policy results/tiny/policies/toolcall --out results/tiny/runs/toolcall/dara_sym/G8/seed0
+
+A run killed mid-way restarts from its last ``state.pt`` and, on CPU with the same seed, ends with the same
+metrics as an uninterrupted run (only ``seconds`` differs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import os
+import random
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from dara.advantages import METHODS, compute_advantages
+from dara.tasks import get_task
+from dara.tiny.policy import decode_responses, load_policy, sample, save_policy, token_logprobs
+
+
+@dataclass
+class TrainArgs:
+    # --- the run
+    task: str
+    """task name (``dara.tasks.TASK_NAMES``)"""
+    method: str
+    """advantage method (``dara.advantages.METHODS``)"""
+    policy: str
+    """warm-start checkpoint folder (tokenizer + model, ``save_pretrained`` format)"""
+    out: str
+    """run folder: config.yaml, git_revision.txt, metrics.parquet, checkpoints/, state.pt"""
+    group_size: int = 8
+    """responses sampled per prompt (G)"""
+    seed: int = 0
+    """seeds torch, numpy and Python: sampling, prompt order, minibatch order"""
+    task_options: dict[str, Any] = field(default_factory=dict)
+    """keyword arguments of the task (``dara.tasks.get_task``), e.g. ``format_rate``"""
+    # --- rollouts
+    steps: int = 40
+    """number of updates; rollouts happen at steps 0 .. steps-1"""
+    responses_per_step: int = 64
+    """responses per step (prompts per step = responses_per_step / group_size)"""
+    max_new_tokens: int = 48
+    """response length cap in tokens"""
+    temperature: float = 1.0
+    """sampling temperature of rollouts (top-p 1, no top-k, as the paper's rollouts)"""
+    prompt_pool: int = 2000
+    """training prompts are drawn without replacement each step from this many train items"""
+    # --- advantages
+    w_max: float = 5.0
+    """DARA's weight cap"""
+    batch_norm: str = "response"
+    """final normalisation: "token" (tool stack), "response" (math stack) or "none" (no batch step)"""
+    static_weights: list[float] | None = None
+    """fixed channel weights of static_sym / static_asym (one per reward, each >= 1)"""
+    # --- optimisation
+    learning_rate: float = 1e-3
+    """AdamW learning rate"""
+    minibatches: int = 2
+    """PPO updates per step (one epoch over the step's responses)"""
+    clip_ratio: float = 0.2
+    """PPO clip range"""
+    kl_coef: float = 0.0
+    """weight of the k3 KL penalty to the warm-start policy (0: logged only)"""
+    entropy_coef: float = 0.0
+    """entropy bonus"""
+    max_grad_norm: float = 1.0
+    """gradient clipping"""
+    # --- bookkeeping
+    eval_every: int = 10
+    """save a Hugging Face checkpoint every this many steps (and at step 0 and the last)"""
+    state_every: int = 5
+    """save a resume state every this many steps"""
+    wandb: bool = False
+    """also log to Weights & Biases (offline unless WANDB_MODE says otherwise; no key needed)"""
+    wandb_project: str = "dara-tiny"
+    """wandb project name"""
+    progress: bool = True
+    """tqdm progress bar on stderr"""
+
+    def __post_init__(self):
+        if self.method not in METHODS:
+            raise ValueError(f"unknown method {self.method!r}; known methods: {', '.join(METHODS)}")
+        if self.group_size < 2:
+            raise ValueError(f"group_size must be >= 2, got {self.group_size}")
+        if self.responses_per_step % self.group_size:
+            raise ValueError(f"responses_per_step={self.responses_per_step} is not a multiple of "
+                             f"group_size={self.group_size}")
+        if self.steps < 1 or self.minibatches < 1 or self.eval_every < 1 or self.state_every < 1:
+            raise ValueError("steps, minibatches, eval_every and state_every must be >= 1")
+        if self.responses_per_step % self.minibatches:
+            raise ValueError(f"responses_per_step={self.responses_per_step} is not a multiple of "
+                             f"minibatches={self.minibatches}")
+        if self.method.startswith("static") != (self.static_weights is not None):
+            raise ValueError(f"static_weights must be set for static_sym/static_asym and only for them "
+                             f"(method {self.method!r}, static_weights {self.static_weights!r})")
+
+    @property
+    def run_name(self) -> str:
+        return f"{self.task}-{self.method}-G{self.group_size}-seed{self.seed}"
+
+    def resolved(self) -> dict[str, Any]:
+        """The settings that decide the metrics (bookkeeping switches left out), for config.yaml and resume checks."""
+        values = dataclasses.asdict(self)
+        for key in ("out", "policy", "progress", "wandb", "wandb_project"):
+            values.pop(key)
+        return values
+
+
+def git_revision() -> str:
+    """``revision: <sha>`` and ``dirty: true|false`` of the code's checkout; ``unknown`` outside a git checkout."""
+    where = Path(__file__).resolve().parent
+    try:
+        sha = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             check=True, timeout=30).stdout.strip()
+        status = subprocess.run(["git", "-C", str(where), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, check=True, timeout=30).stdout
+        return f"revision: {sha}\ndirty: {'true' if status.strip() else 'false'}\n"
+    except (OSError, subprocess.SubprocessError):
+        return "revision: unknown\ndirty: unknown\n"
+
+
+def write_atomic(path: Path, write) -> None:
+    """Call ``write(tmp_path)``, then move the file into place."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def ppo_update(model, optimizer, ref_logp, old_logp, batch, advantages, loss_weights, args: TrainArgs):
+    """One epoch of PPO-clip over ``args.minibatches`` shuffled minibatches; returns clip fraction and entropy."""
+    ids, attention = batch["input_ids"], batch["attention_mask"]
+    width = int(batch["prompt_length"])
+    # Loss mask aligned with next-token log-probs: response tokens up to and including EOS.
+    mask = torch.zeros_like(ids, dtype=torch.float32)
+    mask[:, width:] = batch["response_mask"].float()
+    mask = mask[:, 1:]
+    order = torch.randperm(ids.shape[0])
+    clipped_tokens, entropy_sum, tokens = 0.0, 0.0, 0.0
+    for chunk in order.chunk(args.minibatches):
+        logp, entropy = token_logprobs(model, ids[chunk], attention[chunk], with_entropy=True)
+        m = mask[chunk]
+        ratio = torch.exp(logp - old_logp[chunk])
+        adv = advantages[chunk, None]
+        loss_unclipped = -adv * ratio
+        loss_clipped = -adv * ratio.clamp(1 - args.clip_ratio, 1 + args.clip_ratio)
+        # GD2PO-Hard's query weight multiplies the clipped loss; the token-mean denominator stays the full mask.
+        pg = torch.maximum(loss_unclipped, loss_clipped) * loss_weights[chunk, None]
+        log_ratio_ref = ref_logp[chunk] - logp
+        kl = torch.exp(log_ratio_ref) - log_ratio_ref - 1
+        per_token = pg + args.kl_coef * kl - args.entropy_coef * entropy
+        loss = (per_token * m).sum() / m.sum().clamp(min=1)
+        model.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+        optimizer.step()
+        clipped_tokens += float(((loss_clipped > loss_unclipped).float() * m).sum())
+        entropy_sum += float((entropy.detach() * m).sum())
+        tokens += float(m.sum())
+    return clipped_tokens / max(tokens, 1.0), entropy_sum / max(tokens, 1.0)
+
+
+def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported lazily
+    import pandas as pd
+    import yaml
+
+    torch.set_num_threads(1)
+    out = Path(args.out)
+    (out / "checkpoints").mkdir(parents=True, exist_ok=True)
+    write_atomic(out / "config.yaml", lambda p: p.write_text(yaml.safe_dump(
+        {**args.resolved(), "policy": args.policy}, sort_keys=False)))
+    write_atomic(out / "git_revision.txt", lambda p: p.write_text(git_revision()))
+
+    task = get_task(args.task, **args.task_options)
+    prompts_per_step = args.responses_per_step // args.group_size
+    pool = task.items("train", args.prompt_pool, seed=0)
+    if prompts_per_step > len(pool):
+        raise ValueError(f"{prompts_per_step} prompts per step but a pool of {len(pool)}")
+    tokenizer, model = load_policy(args.policy)
+    reference = copy.deepcopy(model).eval()
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate, weight_decay=0.0)
+
+    # Seeds first; a resume state then overwrites model, optimizer and every RNG with the saved ones.
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    prompt_rng = np.random.default_rng(args.seed)
+    rows: list[dict[str, float]] = []
+    start = 0
+    state_path = out / "state.pt"
+    if state_path.exists():
+        state = torch.load(state_path, weights_only=False)
+        if state["args"] != args.resolved():
+            raise ValueError(f"{state_path} was written by a run with other settings; delete it to start over")
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+        np.random.set_state(state["numpy_rng"])
+        random.setstate(state["python_rng"])
+        prompt_rng.bit_generator.state = state["prompt_rng"]
+        rows, start = state["rows"], state["step"]
+
+    run = None
+    if args.wandb:
+        import wandb
+
+        os.environ.setdefault("WANDB_MODE", "offline")
+        run = wandb.init(project=args.wandb_project, name=args.run_name, config=args.resolved(), dir=str(out),
+                         id=args.run_name, resume="allow")
+
+    eval_steps = {0, args.steps, *range(0, args.steps, args.eval_every)}
+    from tqdm import tqdm
+
+    bar = tqdm(range(start, args.steps + 1), desc=args.run_name, disable=not args.progress, mininterval=2)
+    for step in bar:
+        if step in eval_steps:
+            save_policy(model, tokenizer, out / "checkpoints" / f"step{step}")
+        if step % args.state_every == 0 and step > start:
+            state = {"args": args.resolved(), "step": step, "rows": rows, "model": model.state_dict(),
+                     "optimizer": optimizer.state_dict(), "torch_rng": torch.get_rng_state(),
+                     "numpy_rng": np.random.get_state(), "python_rng": random.getstate(),
+                     "prompt_rng": prompt_rng.bit_generator.state}
+            write_atomic(state_path, lambda p: torch.save(state, p))
+        if step == args.steps:
+            break
+        started = time.perf_counter()
+
+        # 1. Rollouts: G responses for each of this step's prompts.
+        chosen = prompt_rng.choice(len(pool), size=prompts_per_step, replace=False)
+        items = [pool[i] for i in chosen for _ in range(args.group_size)]
+        batch = sample(model, tokenizer, [item["prompt"] for item in items], max_new_tokens=args.max_new_tokens,
+                       temperature=args.temperature)
+        texts, lengths = decode_responses(tokenizer, batch)
+
+        # 2. Rewards, one column per reward, and the method's advantages.
+        rewards = task.score(texts, items, lengths)
+        groups = np.repeat(np.arange(prompts_per_step), args.group_size)
+        result = compute_advantages(
+            args.method, rewards, groups, w_max=args.w_max, static_weights=args.static_weights,
+            lengths=lengths if args.batch_norm == "token" else None, batch_norm=args.batch_norm,
+            channel_names=task.reward_names)
+
+        # 3. PPO-clip update against the sampling policy's log-probs.
+        with torch.no_grad():
+            old_logp, _ = token_logprobs(model, batch["input_ids"], batch["attention_mask"])
+            ref_logp, _ = token_logprobs(reference, batch["input_ids"], batch["attention_mask"])
+        width = int(batch["prompt_length"])
+        response_mask = batch["response_mask"].float()
+        log_ratio = (ref_logp - old_logp)[:, width - 1:]
+        kl = float(((torch.exp(log_ratio) - log_ratio - 1) * response_mask).sum() / response_mask.sum())
+        clip_fraction, entropy = ppo_update(model, optimizer, ref_logp, old_logp, batch, result.advantages,
+                                            result.loss_weights, args)
+
+        row = {"step": step}
+        row.update({f"reward/{name}": float(rewards[:, k].mean()) for k, name in enumerate(task.reward_names)})
+        row["reward/sum"] = float(rewards.sum(axis=1).mean())
+        row.update(result.metrics)
+        row.update({"entropy": entropy, "response_length": float(np.mean(lengths)), "clip_fraction": clip_fraction,
+                    "kl": kl, "loss_weight": float(result.loss_weights.mean()),
+                    "advantage_abs": float(result.advantages.abs().mean()),
+                    "seconds": time.perf_counter() - started})
+        rows.append(row)
+        if run is not None:
+            run.log(row, step=step)
+        bar.set_postfix({name: f"{row[f'reward/{name}']:.2f}" for name in task.reward_names}, refresh=False)
+
+    if run is not None:
+        run.finish()
+    frame = pd.DataFrame(rows)
+    # metrics.parquet is the rule's output: written last, atomically.
+    write_atomic(out / "metrics.parquet", lambda p: frame.to_parquet(p, index=False))
+    return frame
+
+
+def main(argv: list[str] | None = None) -> None:
+    from dara.experiments import load_experiment, run_spec
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--experiment", required=True, help="scale name (tiny, smoke) or path to an experiment yaml")
+    parser.add_argument("--task", required=True)
+    parser.add_argument("--method", required=True)
+    parser.add_argument("--group-size", type=int, required=True)
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--policy", required=True, help="warm-start checkpoint folder")
+    parser.add_argument("--out", required=True, help="run folder")
+    parser.add_argument("--no-progress", action="store_true")
+    cli = parser.parse_args(argv)
+    spec = run_spec(load_experiment(cli.experiment), cli.task, cli.method, cli.group_size, cli.seed)
+    args = TrainArgs(task=spec["task"], method=spec["method"], group_size=spec["group_size"], seed=spec["seed"],
+                     policy=cli.policy, out=cli.out, progress=not cli.no_progress, **spec["settings"])
+    train(args)
+
+
+if __name__ == "__main__":
+    main()
