@@ -241,6 +241,14 @@ def test_correctness_matching_is_greedy_in_ground_truth_order():
     assert correctness_reward(tool_block(call("a", x=1, y=2)), ground_truth) == pytest.approx(expected)
 
 
+def test_correctness_ties_go_to_the_earliest_prediction():
+    # gt#1 a{x} scores 1.5 against either prediction and takes the first (a{x,y}), leaving gt#2 a{x,y} the
+    # worse a{x,z}: keys 1/3 + 1 value. names 1 + 1.5 + 4/3 of 1+2+3=6 -> 6*(23/6)/6-3 = 5/6.
+    ground_truth = gt(call("a", x=1), call("a", x=1, y=5))
+    response = tool_block(call("a", x=1, y=5), call("a", x=1, z=5))
+    assert correctness_reward(response, ground_truth) == pytest.approx(5 / 6)
+
+
 def test_correctness_duplicate_predictions_of_a_parameterless_tool():
     # names [a] vs [a,a] -> 1/2; gt a takes one prediction (keys M([],[])=1) -> 1.5 of 2 -> 1.5
     assert correctness_reward(tool_block(call("a"), call("a")), gt(call("a"))) == pytest.approx(1.5)
