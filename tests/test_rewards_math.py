@@ -201,7 +201,13 @@ def test_length_reward_custom_budget_and_numpy_ints():
 
 @pytest.mark.parametrize(
     ("n_tokens", "budget", "message"),
-    [(-1, 4000, "non-negative"), (1.5, 4000, "integer"), (True, 4000, "integer"), ("3", 4000, "integer"), (1, -2, "budget")],
+    [
+        (-1, 4000, "non-negative"),
+        (1.5, 4000, "integer"),
+        (True, 4000, "integer"),
+        ("3", 4000, "integer"),
+        (1, -2, "budget"),
+    ],
 )
 def test_length_reward_rejects_bad_counts(n_tokens, budget, message):
     with pytest.raises(ValueError, match=message):

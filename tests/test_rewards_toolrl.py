@@ -378,7 +378,8 @@ json_values = st.recursive(
     max_leaves=6,
 )
 parameters = st.dictionaries(st.sampled_from(["a", "b", "c", "city", "n"]), json_values, max_size=4)
-calls_strategy = st.lists(st.builds(lambda n, p: {"name": n, "parameters": p}, names, parameters), min_size=1, max_size=4)
+one_call = st.builds(lambda n, p: {"name": n, "parameters": p}, names, parameters)
+calls_strategy = st.lists(one_call, min_size=1, max_size=4)
 
 
 @settings(max_examples=150, deadline=None)
@@ -404,12 +405,7 @@ def test_property_rewards_stay_in_range(gt_calls, predicted, noise):
 @settings(max_examples=100, deadline=None)
 @given(
     gt_calls=calls_strategy,
-    predicted=st.lists(
-        st.builds(lambda n, p: {"name": n, "parameters": p}, names, parameters),
-        min_size=1,
-        max_size=4,
-        unique_by=lambda c: c["name"],
-    ),
+    predicted=st.lists(one_call, min_size=1, max_size=4, unique_by=lambda c: c["name"]),
     data=st.data(),
 )
 def test_property_order_of_distinct_predicted_tools_does_not_matter(gt_calls, predicted, data):

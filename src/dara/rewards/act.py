@@ -1,4 +1,6 @@
-"""The composite action reward of Agentic Critical Training (ACT), the second seed's task (INTEGRATION.md, last section).
+"""The composite action reward of Agentic Critical Training (ACT), the second seed's task.
+
+Source: INTEGRATION.md, last section.
 
 R = R_acc + R_adm + R_fmt for the action a in the response's last `<action>...</action>` and the expert action a+:
 R_acc = 1.0 if a matches a+; R_adm = 0.1 if it does not but a is admissible (0 for an open action space);
@@ -12,7 +14,15 @@ import re
 from collections.abc import Iterable
 from typing import NamedTuple
 
-__all__ = ["ACCURACY_REWARD", "ADMISSIBLE_REWARD", "MISSING_TAG_PENALTY", "ActReward", "normalize_action", "extract_action", "composite"]
+__all__ = [
+    "ACCURACY_REWARD",
+    "ADMISSIBLE_REWARD",
+    "MISSING_TAG_PENALTY",
+    "ActReward",
+    "normalize_action",
+    "extract_action",
+    "composite",
+]
 
 ACCURACY_REWARD = 1.0
 ADMISSIBLE_REWARD = 0.1

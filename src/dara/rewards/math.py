@@ -97,7 +97,9 @@ class _WorkerPool:
             if self._executor is None or self._owner_pid != os.getpid():
                 # A forked child must not use its parent's pool; it starts its own.
                 # "spawn": trainers hold threads and CUDA state that a forked worker must not inherit.
-                executor = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"))
+                executor = ProcessPoolExecutor(
+                    max_workers=self.workers, mp_context=multiprocessing.get_context("spawn")
+                )
                 warm_ups = [executor.submit(_warm_up) for _ in range(self.workers)]
                 for warm_up in warm_ups:
                     warm_up.result(timeout=WORKER_STARTUP_TIMEOUT_S)
@@ -136,7 +138,9 @@ def _check_timeout(timeout_s: float) -> None:
         raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
 
 
-def _run_scored(pending: list[int], jobs: list[tuple[str, str]], timeout_s: float, scores: list[float | None]) -> list[int]:
+def _run_scored(
+    pending: list[int], jobs: list[tuple[str, str]], timeout_s: float, scores: list[float | None]
+) -> list[int]:
     """Score `pending` in the pool until one item hangs or a worker dies; returns the indices still to score.
 
     Results are collected in submission order, so with one worker each wait covers exactly one item's run
@@ -169,7 +173,7 @@ def _harvest(future: Future[float], index: int, scores: list[float | None]) -> b
 
 
 def _score_alone(index: int, jobs: list[tuple[str, str]], timeout_s: float, scores: list[float | None]) -> None:
-    """After a worker died, rescore that item in a fresh pool with nothing beside it: it scores, or it is the culprit."""
+    """After a worker died, rescore its item alone in a fresh pool: it scores, or it is the culprit."""
     future = _POOL.get().submit(_score_boxed, *jobs[index], timeout_s)
     try:
         scores[index] = future.result(timeout=timeout_s)

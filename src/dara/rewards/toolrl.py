@@ -196,7 +196,9 @@ def multiset_jaccard(a: Sequence[Hashable], b: Sequence[Hashable]) -> float:
     return overlap / (len(a) + len(b) - overlap)
 
 
-def _best_call_score(gt_call: Mapping[str, Any], predicted: Sequence[Mapping[str, Any]], used: set[int]) -> tuple[float, int]:
+def _best_call_score(
+    gt_call: Mapping[str, Any], predicted: Sequence[Mapping[str, Any]], used: set[int]
+) -> tuple[float, int]:
     """The highest M(keys) + #exact values over unused same-name predictions; (0.0, -1) if none scores above 0."""
     gt_parameters = _parameters(gt_call)
     best_score, best_index = 0.0, -1
