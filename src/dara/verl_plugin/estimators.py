@@ -1,0 +1,217 @@
+"""The study's advantage estimators in verl's shape: registered functions over token-level tensors.
+
+Each estimator takes what verl's trainer hands a registered estimator (``token_level_rewards``, ``response_mask``,
+``index`` = the uid array, ``config`` = ``algorithm``) plus ``non_tensor_batch`` with one numpy column per reward
+channel, and returns ``(advantages, returns)`` of shape (bs, response_length): the per-response scalar of
+`dara.advantages.compute_advantages` broadcast over the response tokens. The channel columns are the keys that the
+reward function returns (`dara.verl_plugin.rewards`), named in ``algorithm.dara.reward_keys``.
+
+Settings live under ``algorithm.dara`` (added with Hydra's ``+algorithm.dara.<key>=...``)::
+
+    reward_keys: [format, correctness]   # channel columns, in order (required)
+    w_max: 5.0                           # DARA's weight cap
+    batch_norm: token                    # "token" (tool stack, verl's masked_whiten) or "response" (math stack)
+    static_weights: null                 # static_sym / static_asym only, e.g. [1.0, 5.0]
+    tau: 1.0e-8
+    eps: 1.0e-6
+
+Metric names avoid "max", "min", "sum" and "total": verl's V1 aggregator reads those words as reductions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from dara.advantages import compute_advantages
+
+# Our method name -> the name registered in verl's estimator registry. verl already owns "gdpo" (and "grpo"), so
+# every estimator of ours is prefixed; DARA's own names are kept as they are.
+VERL_ESTIMATOR_NAMES = {
+    "grpo": "dara_grpo",
+    "gdpo": "dara_gdpo",
+    "dvao": "dara_dvao",
+    "gd2po_hard": "dara_gd2po_hard",
+    "static_sym": "dara_static_sym",
+    "static_asym": "dara_static_asym",
+    "dara_sym": "dara_sym",
+    "dara_asym": "dara_asym",
+}
+METHOD_BY_VERL_NAME = {verl_name: method for method, verl_name in VERL_ESTIMATOR_NAMES.items()}
+METRIC_PREFIX = "dara"
+# Words that verl's V1 metric aggregator treats as reductions; none may appear in a metric name of ours.
+RESERVED_METRIC_WORDS = ("max", "min", "sum", "total")
+
+
+@dataclass(frozen=True)
+class DaraSettings:
+    """The ``algorithm.dara`` section, validated."""
+
+    reward_keys: tuple[str, ...]
+    w_max: float = 5.0
+    batch_norm: str = "token"
+    static_weights: tuple[float, ...] | None = None
+    tau: float = 1e-8
+    eps: float = 1e-6
+
+    @classmethod
+    def from_algorithm_config(cls, config: Any) -> "DaraSettings":
+        section = _get(config, "dara")
+        if section is None:
+            raise ValueError(
+                "the DARA estimators need an `algorithm.dara` section with at least reward_keys, "
+                "e.g. `+algorithm.dara.reward_keys=[format,correctness]`"
+            )
+        known = {"reward_keys", "w_max", "batch_norm", "static_weights", "tau", "eps"}
+        unknown = sorted(set(_keys(section)) - known)
+        if unknown:
+            raise ValueError(f"unknown keys in algorithm.dara: {unknown}; known keys: {sorted(known)}")
+        keys = _get(section, "reward_keys")
+        if keys is None or isinstance(keys, str) or len(list(keys)) == 0:
+            raise ValueError(f"algorithm.dara.reward_keys must be a non-empty list of reward names, got {keys!r}")
+        keys = tuple(str(k) for k in keys)
+        for key in keys:
+            reserved = [word for word in RESERVED_METRIC_WORDS if word in key.lower()]
+            if reserved:
+                raise ValueError(
+                    f"reward key {key!r} contains {reserved[0]!r}, which verl's metric aggregator reads as a "
+                    "reduction; rename the reward channel"
+                )
+        batch_norm = str(_get(section, "batch_norm", "token"))
+        if batch_norm not in ("token", "response"):
+            raise ValueError(f"algorithm.dara.batch_norm must be 'token' or 'response', got {batch_norm!r}")
+        static = _get(section, "static_weights")
+        return cls(
+            reward_keys=keys,
+            w_max=float(_get(section, "w_max", 5.0)),
+            batch_norm=batch_norm,
+            static_weights=None if static is None else tuple(float(w) for w in static),
+            tau=float(_get(section, "tau", 1e-8)),
+            eps=float(_get(section, "eps", 1e-6)),
+        )
+
+
+def reward_columns(non_tensor_batch: Mapping[str, Any], reward_keys, n_rows: int) -> np.ndarray:
+    """Stack the per-reward columns of a batch into an (n_rows, K) float64 array, refusing missing or bad ones."""
+    columns = []
+    for key in reward_keys:
+        if key not in non_tensor_batch:
+            raise KeyError(
+                f"reward column {key!r} is not in the batch (columns: {sorted(non_tensor_batch)}); the reward "
+                "function must return it in its dict"
+            )
+        values = non_tensor_batch[key]
+        try:
+            column = np.asarray(values, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"reward column {key!r} must hold one number per response: {error}") from None
+        if column.shape[0] != n_rows:
+            raise ValueError(f"reward column {key!r} has {column.shape[0]} values for {n_rows} responses")
+        columns.append(column)
+    return np.stack(columns, axis=1)
+
+
+def dara_advantages(
+    method: str,
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index,
+    settings: DaraSettings,
+    non_tensor_batch: Mapping[str, Any],
+):
+    """The token-level advantages of ``method`` and the `AdvantageResult` behind them.
+
+    GRPO keeps verl's meaning (the z-score of the summed token rewards, so a reward-KL penalty counts); its channel
+    diagnostics come from the reward columns. Every other method reads the unpenalised reward columns.
+    """
+    mask = response_mask.to(torch.float32)
+    rewards = reward_columns(non_tensor_batch, settings.reward_keys, mask.shape[0])
+    lengths = mask.sum(dim=-1)
+    options = dict(tau=settings.tau, eps=settings.eps, channel_names=list(settings.reward_keys))
+    if method == "grpo":
+        result = compute_advantages("gdpo", rewards, index, batch_norm="none", **options)
+        summed = (token_level_rewards * mask).sum(dim=-1, keepdim=True).detach().cpu().to(torch.float64)
+        scalar = compute_advantages("grpo", summed, index, tau=settings.tau, eps=settings.eps).advantages
+        result = _with_advantages(result, scalar)
+    else:
+        if method in ("static_sym", "static_asym"):
+            options["static_weights"] = settings.static_weights
+        if method != "dvao":
+            options["batch_norm"] = settings.batch_norm
+            if settings.batch_norm == "token":
+                options["lengths"] = lengths.detach().cpu()
+        if method in ("dara_sym", "dara_asym"):
+            options["w_max"] = settings.w_max
+        result = compute_advantages(method, rewards, index, **options)
+    scalar = result.advantages.to(device=mask.device, dtype=torch.float32)
+    return scalar.unsqueeze(-1) * mask, result
+
+
+def named_metrics(result, method: str) -> dict[str, float]:
+    """verl-facing metric names: ``dara/<quantity>/<channel>``, plus the method's own counters."""
+    metrics = {f"{METRIC_PREFIX}/{name}": value for name, value in result.metrics.items()}
+    if method == "gd2po_hard":
+        metrics[f"{METRIC_PREFIX}/gd2po_hard/keep_ratio"] = 1.0 - result.metrics["gd2po_hard/conflict_ratio"]
+    return metrics
+
+
+def make_estimator(method: str):
+    """A verl-registrable estimator for one of our methods."""
+    verl_name = VERL_ESTIMATOR_NAMES[method]
+
+    def estimator(
+        token_level_rewards: torch.Tensor,
+        response_mask: torch.Tensor,
+        index: np.ndarray,
+        config: Any = None,
+        non_tensor_batch: Mapping[str, Any] | None = None,
+        metrics: dict | None = None,
+        **unused,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if non_tensor_batch is None:
+            raise RuntimeError(
+                f"estimator {verl_name!r} needs the per-reward columns, which verl only hands to 'gdpo'. Run with "
+                "trainer.use_v1=True trainer.v1.trainer_mode=dara_sync (dara.verl_plugin.trainer)."
+            )
+        settings = DaraSettings.from_algorithm_config(config)
+        advantages, result = dara_advantages(
+            method, token_level_rewards, response_mask, index, settings, non_tensor_batch
+        )
+        if metrics is not None:
+            metrics.update(named_metrics(result, method))
+        return advantages, advantages
+
+    estimator.__name__ = f"compute_{verl_name}_advantage"
+    estimator.__qualname__ = estimator.__name__
+    estimator.__doc__ = f"verl estimator {verl_name!r}: `dara.advantages.compute_advantages({method!r}, ...)`."
+    return estimator
+
+
+ESTIMATORS = {VERL_ESTIMATOR_NAMES[method]: make_estimator(method) for method in VERL_ESTIMATOR_NAMES}
+
+
+def _with_advantages(result, advantages: torch.Tensor):
+    from dataclasses import replace
+
+    return replace(result, advantages=advantages)
+
+
+def _get(config: Any, key: str, default: Any = None) -> Any:
+    if config is None:
+        return default
+    if isinstance(config, Mapping):
+        return config.get(key, default)
+    getter = getattr(config, "get", None)
+    if getter is not None:
+        return getter(key, default)
+    return getattr(config, key, default)
+
+
+def _keys(section: Any) -> list[str]:
+    if isinstance(section, Mapping) or hasattr(section, "keys"):
+        return [str(k) for k in section.keys()]
+    raise ValueError(f"algorithm.dara must be a mapping, got {type(section).__name__}")

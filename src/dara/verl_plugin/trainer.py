@@ -1,0 +1,128 @@
+"""A verl V1 trainer whose advantage step hands the per-reward columns to our estimators.
+
+verl 0.9.1's V1 trainer (`verl.trainer.ppo.v1.trainer_base.PPOTrainer._compute_advantage`) fetches only uid,
+response mask, scores and log-probs from TransferQueue, so no estimator sees the reward channels. This subclass of
+`PPOTrainerSync`, registered as ``dara_sync``, fetches the rollout's ``extra_fields`` as well, turns each sample's
+``reward_extra_info`` (the dict our reward function returned) into one column per reward, and calls the estimator
+with them. Every other estimator name goes through verl's step unchanged.
+
+GD2PO-Hard's per-response loss weight (the kept fraction of the group) is written as ``rollout_is_weights``: verl's
+policy losses multiply the clipped per-token loss by it after the PPO max and keep the masked-mean denominator,
+which is where the study applies it. That field is otherwise verl's rollout-correction weight, so the two cannot be
+combined (refused below).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from tensordict import TensorDict
+from verl.protocol import DataProto
+from verl.trainer.ppo.v1 import trainer_base
+from verl.trainer.ppo.v1.trainer_base import register_trainer
+from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+from dara.verl_plugin import TRAINER_MODE
+from dara.verl_plugin.estimators import METHOD_BY_VERL_NAME, DaraSettings, dara_advantages, named_metrics
+
+# What verl's own step fetches, plus the rollout's extra fields that carry reward_extra_info.
+ADVANTAGE_FIELDS = ("uid", "response_mask", "rm_scores", "rollout_log_probs", "old_log_probs", "ref_log_prob", "values")
+EXTRA_FIELDS = "extra_fields"
+
+
+def reward_extra_columns(extra_fields, reward_keys) -> dict[str, np.ndarray]:
+    """Per-reward numpy columns out of the per-sample ``extra_fields`` (each a dict holding ``reward_extra_info``)."""
+    rows = extra_fields.tolist() if hasattr(extra_fields, "tolist") else list(extra_fields)
+    columns: dict[str, list[float]] = {key: [] for key in reward_keys}
+    for position, row in enumerate(rows):
+        row = getattr(row, "data", row)
+        info = row.get("reward_extra_info") if isinstance(row, dict) else None
+        if not isinstance(info, dict):
+            raise ValueError(f"sample {position} has no reward_extra_info in its extra_fields: {row!r}")
+        for key in reward_keys:
+            if key not in info:
+                raise KeyError(
+                    f"sample {position} lacks reward {key!r} (reward_extra_info keys: {sorted(info)}); the reward "
+                    "function must return every key in algorithm.dara.reward_keys"
+                )
+            columns[key].append(float(info[key]))
+    return {key: np.asarray(values, dtype=np.float64) for key, values in columns.items()}
+
+
+@register_trainer(TRAINER_MODE)
+class DaraPPOTrainer(PPOTrainerSync):
+    """`PPOTrainerSync` with the DARA advantage step (see the module docstring)."""
+
+    def _compute_advantage(self, batch, metrics: dict):
+        estimator = str(self.config.algorithm.adv_estimator)
+        method = METHOD_BY_VERL_NAME.get(estimator)
+        if method is None:
+            return super()._compute_advantage(batch, metrics=metrics)
+        settings = DaraSettings.from_algorithm_config(self.config.algorithm)
+        tq = trainer_base.tq
+
+        data = tq.kv_batch_get(
+            keys=batch.keys, partition_id=batch.partition_id, select_fields=[*ADVANTAGE_FIELDS, EXTRA_FIELDS]
+        )
+        if EXTRA_FIELDS not in data.keys():
+            raise KeyError("the rollout wrote no extra_fields, so the per-reward columns are missing")
+        columns = reward_extra_columns(data.pop(EXTRA_FIELDS), settings.reward_keys)
+        response_mask = data["response_mask"]
+        data = DataProto(batch=data.to_padded_tensor())
+        data.batch["token_level_scores"] = data.batch["rm_scores"]
+        data.non_tensor_batch["uid"] = np.array(data.batch.pop("uid").tolist(), dtype=object)
+        data.non_tensor_batch.update(columns)
+
+        if self.config.algorithm.use_kl_in_reward:
+            data, kl_metrics = trainer_base.apply_kl_penalty(
+                data, kl_ctrl=self.kl_ctrl_in_reward, kl_penalty=self.config.algorithm.kl_penalty
+            )
+            metrics.update(kl_metrics)
+        else:
+            data.batch["token_level_rewards"] = data.batch["token_level_scores"]
+
+        rollout_corr_config = self.config.algorithm.get("rollout_correction", None)
+        bypass = rollout_corr_config and rollout_corr_config.get("bypass_mode", False)
+        rollout_correction = (
+            rollout_corr_config is not None and "rollout_log_probs" in data.batch.keys() and not bypass
+        )
+        if rollout_correction:
+            data, is_metrics = trainer_base.compute_rollout_correction_and_add_to_batch(data, rollout_corr_config)
+            metrics.update(is_metrics)
+
+        advantages, result = dara_advantages(
+            method,
+            data.batch["token_level_rewards"],
+            data.batch["response_mask"],
+            data.non_tensor_batch["uid"],
+            settings,
+            data.non_tensor_batch,
+        )
+        data.batch["advantages"] = advantages
+        data.batch["returns"] = advantages
+        metrics.update(named_metrics(result, method))
+
+        fields = ["advantages", "returns"]
+        if self.config.algorithm.use_kl_in_reward:
+            fields.append("token_level_rewards")
+        if rollout_correction:
+            fields.append("response_mask")
+            if "rollout_is_weights" in data.batch.keys():
+                fields.append("rollout_is_weights")
+        if method == "gd2po_hard":
+            if "rollout_is_weights" in data.batch.keys():
+                raise ValueError(
+                    "GD2PO-Hard carries its per-response loss weight in rollout_is_weights, which rollout "
+                    "correction also sets; disable algorithm.rollout_correction for dara_gd2po_hard"
+                )
+            loss_weights = result.loss_weights.to(device=advantages.device, dtype=torch.float32)
+            data.batch["rollout_is_weights"] = loss_weights.unsqueeze(-1) * data.batch["response_mask"].to(
+                torch.float32
+            )
+            fields.append("rollout_is_weights")
+
+        output = TensorDict(
+            {field: trainer_base.response_to_nested(data.batch[field], response_mask) for field in fields},
+            batch_size=len(batch),
+        )
+        return tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=output)

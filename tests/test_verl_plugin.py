@@ -1,0 +1,252 @@
+"""The verl plugin driven through verl 0.9.1's own code on CPU: registration, the V1 advantage step, verl's gdpo."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+import torch
+
+torch.set_num_threads(1)
+
+verl = pytest.importorskip("verl")
+pytest.importorskip("transfer_queue")
+
+from omegaconf import OmegaConf  # noqa: E402
+from tensordict import TensorDict  # noqa: E402
+from verl.protocol import DataProto  # noqa: E402
+from verl.trainer.ppo import core_algos, ray_trainer  # noqa: E402
+from verl.trainer.ppo.v1 import trainer_base  # noqa: E402
+from verl.utils import tensordict_utils as tu  # noqa: E402
+
+from dara.advantages import compute_advantages  # noqa: E402
+from dara.verl_plugin import TRAINER_MODE, assert_registered  # noqa: E402
+from dara.verl_plugin.estimators import ESTIMATORS, RESERVED_METRIC_WORDS, VERL_ESTIMATOR_NAMES  # noqa: E402
+from dara.verl_plugin.trainer import DaraPPOTrainer, reward_extra_columns  # noqa: E402
+
+KEYS = ("format", "correctness")
+
+
+def test_import_verl_registers_every_estimator_and_the_trainer():
+    assert_registered(require_trainer=True)
+    for name, fn in ESTIMATORS.items():
+        assert core_algos.get_adv_estimator_fn(name) is fn
+    assert trainer_base.get_trainer_cls(TRAINER_MODE) is DaraPPOTrainer
+    # our names never shadow verl's own estimators
+    assert core_algos.get_adv_estimator_fn("gdpo") is core_algos.compute_gdpo_outcome_advantage
+    assert set(VERL_ESTIMATOR_NAMES.values()).isdisjoint({e.value for e in core_algos.AdvantageEstimator})
+
+
+def test_assert_registered_fails_loudly_when_an_estimator_is_missing(monkeypatch):
+    monkeypatch.delitem(core_algos.ADV_ESTIMATOR_REGISTRY, "dara_asym")
+    with pytest.raises(RuntimeError, match="dara_asym"):
+        assert_registered()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A batch as the V1 trainer holds it in TransferQueue: jagged response tensors, uid and extra_fields per sample.
+
+
+@dataclass
+class FakeBatchMeta:
+    keys: list[str]
+    partition_id: str = "train"
+    tags: list[dict] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+class FakeTransferQueue:
+    """In-memory stand-in for `transfer_queue`'s kv API (the only part the advantage step uses)."""
+
+    def __init__(self, fields: dict):
+        self.fields = fields
+        self.put: dict[str, torch.Tensor] = {}
+
+    def kv_batch_get(self, keys, partition_id, select_fields):
+        present = {name: self.fields[name] for name in select_fields if name in self.fields}
+        return tu.get_tensordict(present)
+
+    def kv_batch_put(self, keys, partition_id, fields):
+        for name in fields.keys():
+            self.put[name] = fields[name]
+        return FakeBatchMeta(keys=list(keys), partition_id=partition_id)
+
+
+def make_batch(rewards: np.ndarray, groups: int, lengths: list[int], keys=KEYS):
+    n = rewards.shape[0]
+    uids = [f"uid{i // (n // groups)}" for i in range(n)]
+    mask = torch.nested.as_nested_tensor([torch.ones(l, dtype=torch.int64) for l in lengths], layout=torch.jagged)
+    scores = []
+    for i, l in enumerate(lengths):
+        row = torch.zeros(l)
+        row[-1] = float(rewards[i].sum())  # verl puts the score on the last valid token
+        scores.append(row)
+    rm_scores = torch.nested.as_nested_tensor(scores, layout=torch.jagged)
+    extra = [{"reward_extra_info": {k: float(rewards[i, j]) for j, k in enumerate(keys)}} for i in range(n)]
+    fields = {"uid": uids, "response_mask": mask, "rm_scores": rm_scores, "extra_fields": extra}
+    return FakeBatchMeta(keys=[f"{u}_0_{i}" for i, u in enumerate(uids)]), fields, uids
+
+
+def make_trainer(estimator: str, **dara) -> DaraPPOTrainer:
+    trainer = object.__new__(DaraPPOTrainer)  # the advantage step only reads the config
+    trainer.config = OmegaConf.create(
+        {
+            "algorithm": {
+                "adv_estimator": estimator,
+                "use_kl_in_reward": False,
+                "kl_penalty": "kl",
+                "rollout_correction": None,
+                "gamma": 1.0,
+                "lam": 1.0,
+                "dara": {"reward_keys": list(KEYS), **dara},
+            },
+            "actor_rollout_ref": {"rollout": {"n": 4}},
+        }
+    )
+    return trainer
+
+
+def run_step(monkeypatch, estimator, rewards, lengths, groups, **dara):
+    meta, fields, uids = make_batch(rewards, groups, lengths)
+    fake = FakeTransferQueue(fields)
+    monkeypatch.setattr(trainer_base, "tq", fake)
+    metrics: dict = {}
+    make_trainer(estimator, **dara)._compute_advantage(meta, metrics)
+    return fake.put, metrics, uids
+
+
+def padded(nested: torch.Tensor) -> torch.Tensor:
+    return nested.to_padded_tensor(0.0)
+
+
+def broadcast(scalars: torch.Tensor, lengths: list[int]) -> torch.Tensor:
+    width = max(lengths)
+    mask = (torch.arange(width)[None, :] < torch.tensor(lengths)[:, None]).float()
+    return scalars[:, None].float() * mask
+
+
+@pytest.fixture
+def sparse_batch():
+    rng = np.random.default_rng(0)
+    groups, g = 6, 4
+    format_reward = (rng.random(groups * g) < 0.8).astype(float)
+    format_reward[::g], format_reward[1::g] = 0.0, 1.0  # format varies in every group: the dense channel
+    correctness = np.round(rng.uniform(-3, 3, groups * g) * 2) / 2
+    correctness[: 2 * g] = 3.0  # two groups constant in correctness: a sparse channel
+    lengths = list(rng.integers(2, 9, groups * g))
+    return np.stack([format_reward, correctness], axis=1), lengths, groups
+
+
+@pytest.mark.parametrize("method", ["dara_sym", "dara_asym", "gdpo", "static_asym", "dvao", "gd2po_hard"])
+def test_v1_step_equals_compute_advantages_broadcast_over_tokens(monkeypatch, sparse_batch, method):
+    rewards, lengths, groups = sparse_batch
+    extra = {"static_weights": [1.0, 5.0]} if method == "static_asym" else {}
+    put, metrics, uids = run_step(monkeypatch, VERL_ESTIMATOR_NAMES[method], rewards, lengths, groups, **extra)
+    options = dict(channel_names=list(KEYS))
+    if method != "dvao":
+        options.update(batch_norm="token", lengths=lengths)
+    if "static_weights" in extra:
+        options["static_weights"] = extra["static_weights"]
+    expected = compute_advantages(method, rewards, np.array(uids, dtype=object), **options)
+    torch.testing.assert_close(padded(put["advantages"]), broadcast(expected.advantages, lengths))
+    torch.testing.assert_close(padded(put["returns"]), padded(put["advantages"]))
+    for name, value in expected.metrics.items():
+        assert metrics[f"dara/{name}"] == pytest.approx(value)
+    for name in metrics:
+        assert not any(word in name for word in RESERVED_METRIC_WORDS), name
+    if method == "gd2po_hard":
+        torch.testing.assert_close(padded(put["rollout_is_weights"]), broadcast(expected.loss_weights, lengths))
+        assert metrics["dara/gd2po_hard/keep_ratio"] == pytest.approx(1 - expected.metrics["gd2po_hard/conflict_ratio"])
+    else:
+        assert "rollout_is_weights" not in put
+
+
+def test_dara_upweights_the_sparse_channel_in_the_v1_step(monkeypatch, sparse_batch):
+    rewards, lengths, groups = sparse_batch
+    _, metrics, _ = run_step(monkeypatch, "dara_sym", rewards, lengths, groups)
+    assert metrics["dara/density/correctness"] < metrics["dara/density/format"]
+    assert metrics["dara/weight/correctness"] > 1.0
+    assert metrics["dara/weight/format"] == pytest.approx(1.0)
+
+
+def verl_gdpo(rewards: np.ndarray, lengths: list[int], uids: list[str]) -> torch.Tensor:
+    """verl's own gdpo estimator on the DataProto the legacy trainer builds."""
+    n, width, prompt_width = len(lengths), max(lengths), 3
+    response_mask = (torch.arange(width)[None, :] < torch.tensor(lengths)[:, None]).to(torch.int64)
+    attention_mask = torch.cat([torch.ones(n, prompt_width, dtype=torch.int64), response_mask], dim=1)
+    data = DataProto.from_dict(
+        tensors={
+            "prompts": torch.zeros(n, prompt_width, dtype=torch.int64),
+            "attention_mask": attention_mask,
+            "response_mask": response_mask,
+            "token_level_rewards": torch.zeros(n, width),
+        },
+        non_tensors={"uid": np.array(uids, dtype=object), **{k: rewards[:, j] for j, k in enumerate(KEYS)}},
+    )
+    config = OmegaConf.create({"gdpo_reward_keys": list(KEYS), "norm_adv_by_std_in_grpo": True})
+    data = ray_trainer.compute_advantage(data, adv_estimator="gdpo", config=config)
+    return data.batch["advantages"]
+
+
+def test_dara_with_w_max_one_equals_verls_own_gdpo(monkeypatch, sparse_batch):
+    rewards, lengths, groups = sparse_batch
+    put, metrics, uids = run_step(monkeypatch, "dara_sym", rewards, lengths, groups, w_max=1.0)
+    assert metrics["dara/weight/correctness"] == 1.0
+    torch.testing.assert_close(padded(put["advantages"]), verl_gdpo(rewards, lengths, uids), atol=2e-5, rtol=1e-5)
+    # and with the default cap the two differ, because correctness is sparse here
+    put, _, _ = run_step(monkeypatch, "dara_sym", rewards, lengths, groups)
+    assert not torch.allclose(padded(put["advantages"]), verl_gdpo(rewards, lengths, uids), atol=1e-3)
+
+
+def test_verls_legacy_step_cannot_feed_the_reward_columns_and_says_so():
+    n = 8
+    data = DataProto.from_dict(
+        tensors={"token_level_rewards": torch.zeros(n, 3), "response_mask": torch.ones(n, 3, dtype=torch.int64)},
+        non_tensors={"uid": np.array([f"u{i // 4}" for i in range(n)], dtype=object)},
+    )
+    config = OmegaConf.create({"dara": {"reward_keys": list(KEYS)}})
+    with pytest.raises(RuntimeError, match="trainer_mode=dara_sync"):
+        ray_trainer.compute_advantage(data, adv_estimator="dara_sym", config=config)
+
+
+def test_missing_reward_key_names_the_key(monkeypatch, sparse_batch):
+    rewards, lengths, groups = sparse_batch
+    meta, fields, _ = make_batch(rewards, groups, lengths, keys=("format", "accuracy"))
+    monkeypatch.setattr(trainer_base, "tq", FakeTransferQueue(fields))
+    with pytest.raises(KeyError, match="correctness"):
+        make_trainer("dara_sym")._compute_advantage(meta, {})
+
+
+def test_settings_are_validated(monkeypatch, sparse_batch):
+    rewards, lengths, groups = sparse_batch
+    with pytest.raises(ValueError, match="w_maxx"):
+        run_step(monkeypatch, "dara_sym", rewards, lengths, groups, w_maxx=2.0)
+    with pytest.raises(ValueError, match="batch_norm"):
+        run_step(monkeypatch, "dara_sym", rewards, lengths, groups, batch_norm="batch")
+
+
+def test_reserved_metric_words_are_refused_in_reward_keys(monkeypatch, sparse_batch):
+    rewards, lengths, groups = sparse_batch
+    trainer = make_trainer("dara_sym")
+    trainer.config.algorithm.dara.reward_keys = ["format", "total_score"]
+    meta, fields, _ = make_batch(rewards, groups, lengths, keys=("format", "total_score"))
+    monkeypatch.setattr(trainer_base, "tq", FakeTransferQueue(fields))
+    with pytest.raises(ValueError, match="total"):
+        trainer._compute_advantage(meta, {})
+
+
+def test_non_dara_estimators_go_through_verls_step(monkeypatch, sparse_batch):
+    rewards, lengths, groups = sparse_batch
+    calls = []
+    monkeypatch.setattr(trainer_base.PPOTrainer, "_compute_advantage", lambda self, batch, metrics: calls.append(1))
+    meta, fields, _ = make_batch(rewards, groups, lengths)
+    make_trainer("grpo")._compute_advantage(meta, {})
+    assert calls == [1]
+
+
+def test_reward_extra_columns_rejects_samples_without_reward_info():
+    with pytest.raises(ValueError, match="sample 1"):
+        reward_extra_columns([{"reward_extra_info": {"format": 1.0}}, {}], ["format"])
