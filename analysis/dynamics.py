@@ -1,0 +1,46 @@
+"""Training dynamics of every task: each reward's batch mean and its density per step, median and
+interquartile band over seeds, one line per method: results/<scale>/figures/dynamics_<task>.{png,pdf}.
+
+With several group sizes in a task's runs, the figure shows the group size most runs used (fig3 covers
+the group-size sweep).
+"""
+
+from dara.analysis import figures
+from dara.analysis.cli import parse_inputs
+from dara.analysis.io import save_figure
+from dara.analysis.runs import reward_names
+from dara.analysis.tables import main_group_size
+
+
+def draw_task(metrics, task: str, scale: str):
+    group_size = main_group_size(metrics)
+    metrics = metrics[metrics["G"] == group_size]
+    rewards = [name for name in reward_names(metrics) if name != "sum"]
+    figure, axes = figures.new_figure(2 * len(rewards), width_per_panel=2.9)
+    for k, reward in enumerate(rewards):
+        mean_ax, density_ax = axes[2 * k], axes[2 * k + 1]
+        figures.plot_seed_bands(mean_ax, metrics, f"reward/{reward}")
+        figures.finish(mean_ax, "training step", f"{reward} reward (batch mean)", f"{reward}: reward",
+                       legend=k == 0)
+        if f"density/{reward}" in metrics.columns:
+            figures.plot_seed_bands(density_ax, metrics[metrics["step"] >= 1], f"density/{reward}")
+            density_ax.set_ylim(-0.03, 1.03)
+        figures.finish(density_ax, "training step", "density π (fraction of active groups)",
+                       f"{reward}: density", legend=False)
+    figure.suptitle(f"{task}, G={group_size}: median and IQR over seeds{figures.scale_note(scale)}")
+    figure.tight_layout()
+    return figure
+
+
+def main(argv=None):
+    inputs = parse_inputs(__doc__.splitlines()[0], argv)
+    if inputs.metrics is None:
+        raise SystemExit("dynamics needs --metrics")
+    for task in sorted(inputs.metrics["task"].unique()):
+        figure = draw_task(inputs.task_metrics(task), task, inputs.scale)
+        save_figure(figure, inputs.figures / f"dynamics_{task}")
+        figures.close(figure)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""Figure 1b: the format reward and its density per training step, median and IQR over seeds.
+
+Paper: Qwen2.5-1.5B on ToolRL, 5 seeds. Tiny scale: the tool-calling task at its main group size, plus
+an extra panel pair for the ACT critic task's format reward when its runs exist.
+Output: results/<scale>/figures/fig1b.{png,pdf} and fig1b.csv (the plotted medians and quartiles).
+"""
+
+import pandas as pd
+
+from dara.analysis import figures
+from dara.analysis.cli import parse_inputs
+from dara.analysis.io import save_figure, write_csv
+from dara.analysis.summary import seed_band
+from dara.analysis.tables import main_group_size
+
+
+def main(argv=None):
+    inputs = parse_inputs(__doc__.splitlines()[0], argv)
+    reward = inputs.config["format_reward"]
+    panels = [(task, metrics) for task in (inputs.config["tasks"]["tool"], inputs.config["tasks"]["critic"])
+              if (metrics := inputs.task_metrics(task)) is not None]
+    if not panels:
+        raise SystemExit(f"fig1b needs runs of {inputs.config['tasks']['tool']}")
+    figure, axes = figures.new_figure(2 * len(panels))
+    plotted = []
+    for k, (task, metrics) in enumerate(panels):
+        group_size = main_group_size(metrics)
+        metrics = metrics[(metrics["G"] == group_size) & (metrics["step"] >= 1)]
+        reward_ax, density_ax = axes[2 * k], axes[2 * k + 1]
+        figures.plot_seed_bands(reward_ax, metrics, f"reward/{reward}")
+        figures.finish(reward_ax, "training step", f"{reward} reward (batch mean)", f"{task} (G={group_size})")
+        figures.plot_seed_bands(density_ax, metrics, f"density/{reward}")
+        density_ax.set_ylim(-0.03, 1.03)
+        figures.finish(density_ax, "training step", f"{reward} density π", f"{task}: density of {reward}",
+                       legend=False)
+        for column in (f"reward/{reward}", f"density/{reward}"):
+            plotted.append(seed_band(metrics, column).assign(task=task, G=group_size, quantity=column))
+    figure.suptitle(f"Format reward and its density{figures.scale_note(inputs.scale)}")
+    figure.tight_layout()
+    save_figure(figure, inputs.figures / "fig1b")
+    write_csv(inputs.figures / "fig1b.csv", pd.concat(plotted, ignore_index=True))
+
+
+if __name__ == "__main__":
+    main()

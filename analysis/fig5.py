@@ -1,0 +1,56 @@
+"""Figure 5: first stable crossing step of the length reward against stricter thresholds (PAPER.md E:
+10-step trailing mean that stays at or above the threshold for 20 more steps).
+
+Points: median over seeds (unconfirmed seeds count as never); bars: interquartile range; a method whose
+median is unconfirmed is drawn as an open marker at the last step. Tiny scale: the math-length task.
+Output: results/<scale>/figures/fig5.{png,pdf} and fig5.csv (per run and threshold, with status).
+"""
+
+import numpy as np
+
+from dara.analysis import figures, palette
+from dara.analysis.cli import parse_inputs
+from dara.analysis.io import save_figure, write_csv
+from dara.analysis.tables import crossing_summary, main_group_size, stable_crossing_records
+
+
+def main(argv=None):
+    inputs = parse_inputs(__doc__.splitlines()[0], argv)
+    task, stable = inputs.config["tasks"]["math"], inputs.config["stable_crossing"]
+    metrics = inputs.task_metrics(task)
+    if metrics is None:
+        raise SystemExit(f"fig5 needs runs of {task}")
+    group_size = main_group_size(metrics)
+    metrics = metrics[metrics["G"] == group_size]
+    records = stable_crossing_records(metrics, stable["reward"], stable["thresholds"],
+                                      window=stable["window"], future=stable["future"])
+    summary = crossing_summary(records)
+    last_step = float(records["last_step"].max())
+    figure, axes = figures.new_figure(1, width_per_panel=4.2, height=3.0)
+    ax = axes[0]
+    methods = palette.ordered(summary["method"].unique())
+    offsets = np.linspace(-0.004, 0.004, len(methods)) if len(methods) > 1 else [0.0]
+    for offset, method in zip(offsets, methods):
+        rows = summary[summary["method"] == method].sort_values("threshold")
+        x = rows["threshold"].to_numpy(float) + offset
+        median = rows["median"].to_numpy(float)
+        confirmed = np.isfinite(median)
+        low = np.where(np.isfinite(rows["q25"]), rows["q25"], last_step)
+        high = np.where(np.isfinite(rows["q75"]), rows["q75"], last_step)
+        y = np.where(confirmed, median, last_step)
+        ax.errorbar(x, y, yerr=[np.maximum(y - low, 0), np.maximum(high - y, 0)], color=palette.color(method),
+                    lw=1.2, capsize=2, ls="-", marker="none", label=palette.label(method))
+        ax.plot(x[confirmed], y[confirmed], palette.marker(method), color=palette.color(method), ms=5)
+        ax.plot(x[~confirmed], y[~confirmed], palette.marker(method), color=palette.color(method), ms=5, mfc="none")
+    ax.axhline(last_step, color="grey", lw=0.6, ls=":")
+    figures.finish(ax, f"{stable['reward']} reward threshold (fraction of responses)",
+                   "first stable crossing step",
+                   f"{task} (G={group_size}), window {stable['window']}, confirm {stable['future']} steps")
+    figure.suptitle(f"Stricter length thresholds; open: not confirmed by the last step{figures.scale_note(inputs.scale)}")
+    figure.tight_layout()
+    save_figure(figure, inputs.figures / "fig5")
+    write_csv(inputs.figures / "fig5.csv", records)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""The paper's claims, checked against our results by rule, not by hand.
+
+Each check returns a :class:`Claim` with a verdict: "supported", "not supported", or "not testable"
+(the runs or evaluations it needs do not exist at this scale). REPORT.md lists them as they come.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from dara.analysis import palette
+from dara.analysis.survival import kaplan_meier, logrank_test
+from dara.analysis.tables import survival_durations
+
+Verdict = Literal["supported", "not supported", "not testable"]
+
+
+@dataclass(frozen=True)
+class Claim:
+    claim: str
+    paper: str
+    ours: str
+    verdict: Verdict
+    scale: str
+
+
+def _km_median(durations: pd.DataFrame) -> float:
+    """Kaplan-Meier median crossing step; +inf when the curve never falls to one half."""
+    km = kaplan_meier(durations["duration"].to_numpy(float), durations["observed"].to_numpy(bool))
+    return np.inf if km.median is None else km.median
+
+
+def _step_text(value: float) -> str:
+    return "never" if not np.isfinite(value) else f"{value:g}"
+
+
+def faster_crossing(records: pd.DataFrame, method: str, baseline: str, *, paper: str, scale: str,
+                    what: str) -> Claim:
+    """``method`` reaches the threshold in fewer steps than ``baseline``: Kaplan-Meier median crossing
+    step strictly smaller (never-crossing runs censored, not dropped), with the log-rank p-value shown.
+
+    ``records``: crossing records (``tables.crossing_records``) already narrowed to one task, reward,
+    threshold and group size.
+    """
+    claim = f"{palette.label(method)} reaches {what} in fewer steps than {palette.label(baseline)}"
+    durations = survival_durations(records)
+    ours_rows, base_rows = (durations[durations["method"] == m] for m in (method, baseline))
+    if ours_rows.empty or base_rows.empty:
+        missing = [m for m, rows in ((method, ours_rows), (baseline, base_rows)) if rows.empty]
+        return Claim(claim, paper, f"no runs of {', '.join(missing)}", "not testable", scale)
+    ours_median, base_median = _km_median(ours_rows), _km_median(base_rows)
+    test = logrank_test(ours_rows["duration"], ours_rows["observed"], base_rows["duration"], base_rows["observed"])
+    p_text = "n/a" if np.isnan(test.p_value) else f"{test.p_value:.3g}"
+    ours = (f"median step {_step_text(ours_median)} vs {_step_text(base_median)} "
+            f"(n={len(ours_rows)} vs {len(base_rows)}; crossed {int(ours_rows['observed'].sum())}/"
+            f"{len(ours_rows)} vs {int(base_rows['observed'].sum())}/{len(base_rows)}; log-rank p={p_text})")
+    verdict: Verdict = "supported" if ours_median < base_median else "not supported"
+    return Claim(claim, paper, ours, verdict, scale)
+
+
+def not_lower(summary: pd.DataFrame, metric: str, method: str, baseline: str, *, paper: str, scale: str,
+              what: str, higher_is_better: bool = True) -> Claim:
+    """``method``'s mean is at least ``baseline``'s (or at most, when lower is better) minus one
+    pooled SD: "no worse within seed noise". ``summary``: rows with method, metric, mean, sd, n."""
+    direction = "not lower" if higher_is_better else "not higher"
+    claim = f"{palette.label(method)}'s {what} is {direction} than {palette.label(baseline)}'s"
+    rows = summary[summary["metric"] == metric].set_index("method")
+    if method not in rows.index or baseline not in rows.index:
+        return Claim(claim, paper, f"no {metric} for {method} or {baseline}", "not testable", scale)
+    a, b = rows.loc[method], rows.loc[baseline]
+    pooled = float(np.sqrt(np.nansum([a["sd"] ** 2, b["sd"] ** 2]) / 2))
+    gap = (a["mean"] - b["mean"]) if higher_is_better else (b["mean"] - a["mean"])
+    ours = f"{a['mean']:.2f} vs {b['mean']:.2f} (pooled SD {pooled:.2f}; n={int(a['n'])} vs {int(b['n'])})"
+    return Claim(claim, paper, ours, "supported" if gap >= -pooled else "not supported", scale)
+
+
+def sparse_upweighted(metrics: pd.DataFrame, sparse: str, dense: str, methods, *, paper: str, scale: str,
+                      task: str) -> Claim:
+    """At the first training step, the sparse reward's density is below the dense one's and DARA's
+    weight on it exceeds 1 (median over DARA runs)."""
+    claim = f"on {task}, {sparse} starts sparser than {dense} and DARA up-weights it (w > 1)"
+    needed = [f"density/{sparse}", f"density/{dense}", f"weight/{sparse}"]
+    runs = metrics[metrics["method"].isin(methods) & (metrics["step"] >= 1)]
+    if runs.empty or any(column not in runs.columns for column in needed):
+        return Claim(claim, paper, "no DARA runs with density logs", "not testable", scale)
+    first = runs.sort_values("step").groupby(["method", "G", "seed"]).head(1)
+    density_sparse = float(first[needed[0]].median())
+    density_dense = float(first[needed[1]].median())
+    weight = float(first[needed[2]].median())
+    ours = (f"step-{int(first['step'].min())} median density {sparse} {density_sparse:.2f} vs {dense} "
+            f"{density_dense:.2f}; weight on {sparse} {weight:.2f} (n={len(first)} runs)")
+    verdict: Verdict = "supported" if density_sparse < density_dense and weight > 1 else "not supported"
+    return Claim(claim, paper, ours, verdict, scale)
+
+
+def claims_markdown(claims: list[Claim]) -> str:
+    frame = pd.DataFrame([c.__dict__ for c in claims], columns=["claim", "paper", "ours", "verdict", "scale"])
+    return frame.to_markdown(index=False)

@@ -1,0 +1,138 @@
+"""Figure building blocks: median-and-IQR bands over seeds, crossing markers, Kaplan-Meier steps.
+
+Every figure uses :mod:`dara.analysis.palette`, labels its axes with units, carries a legend, and is
+saved as PNG and PDF by :func:`dara.analysis.io.save_figure`. Figures made from tiny-scale runs say so
+in their title (``scale_note``) so they are never mistaken for the paper's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; never open a window (tests and Snakemake run headless)
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from dara.analysis import palette  # noqa: E402
+from dara.analysis.summary import seed_band  # noqa: E402
+from dara.analysis.survival import kaplan_meier  # noqa: E402
+
+plt.rcParams.update(
+    {
+        "font.size": 9,
+        "axes.titlesize": 9,
+        "axes.labelsize": 9,
+        "legend.fontsize": 8,
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+        "figure.dpi": 100,
+    }
+)
+
+
+def scale_note(scale: str) -> str:
+    """Suffix for titles: paper-scale figures need none; smaller scales must not pass for the paper's."""
+    return "" if scale == "paper" else f" [{scale} scale, not the paper's setting]"
+
+
+def new_figure(n_panels: int, width_per_panel: float = 3.2, height: float = 2.6):
+    figure, axes = plt.subplots(1, n_panels, figsize=(width_per_panel * n_panels, height), squeeze=False)
+    return figure, list(axes[0])
+
+
+def plot_seed_bands(ax, metrics: pd.DataFrame, column: str, methods: Sequence[str] | None = None) -> list[str]:
+    """One median line per method with its interquartile band over seeds; returns the methods drawn.
+
+    ``metrics`` is a long frame with ``method``, ``seed``, ``step`` and ``column``.
+    """
+    if column not in metrics.columns:
+        raise ValueError(f"no column {column!r} to plot; have {sorted(metrics.columns)}")
+    band = seed_band(metrics, column, by=("method", "step"))
+    drawn = []
+    for method in palette.ordered(methods or band["method"].unique()):
+        rows = band[band["method"] == method]
+        if rows.empty:
+            continue
+        n_seeds = int(rows["n_seeds"].max())
+        ax.plot(rows["step"], rows["median"], color=palette.color(method), lw=1.5,
+                label=f"{palette.label(method)} (n={n_seeds})")
+        ax.fill_between(rows["step"], rows["q25"], rows["q75"], color=palette.color(method), alpha=0.2, lw=0)
+        drawn.append(method)
+    return drawn
+
+
+def plot_checkpoint_means(ax, evaluations: pd.DataFrame, column: str, percent: bool = True) -> list[str]:
+    """Mean over seeds at each evaluated checkpoint, with +-1 SD error bars, one line per method."""
+    if column not in evaluations.columns:
+        raise ValueError(f"no column {column!r} in the evaluations; have {sorted(evaluations.columns)}")
+    factor = 100.0 if percent else 1.0
+    drawn = []
+    for method in palette.ordered(evaluations["method"].unique()):
+        rows = evaluations[evaluations["method"] == method].groupby("step")[column]
+        mean, sd = rows.mean() * factor, rows.std(ddof=1).fillna(0.0) * factor
+        ax.errorbar(mean.index, mean.values, yerr=sd.values, color=palette.color(method),
+                    marker=palette.marker(method), ms=3.5, lw=1.3, capsize=2, label=palette.label(method))
+        drawn.append(method)
+    return drawn
+
+
+def mark_crossings(ax, crossings: pd.DataFrame, y_of_step, last_step_of_method=None) -> None:
+    """Markers at each method's median first-crossing step: filled when the median crossed, open at
+    the last step when it did not (more than half of the seeds never reached the threshold).
+
+    ``crossings``: rows with ``method`` and ``step`` (NaN = never crossed). ``y_of_step(method, step)``
+    gives the marker height (usually the median curve's value there).
+    """
+    for method in palette.ordered(crossings["method"].unique()):
+        steps = crossings.loc[crossings["method"] == method, "step"].astype(float)
+        # never-crossed runs count as +inf, so the median is "never" when half or more never crossed
+        median = float(np.median(steps.fillna(np.inf)))
+        if np.isfinite(median):
+            ax.plot([median], [y_of_step(method, median)], marker=palette.marker(method), ms=6,
+                    color=palette.color(method), mec="black", mew=0.6, ls="none")
+        elif last_step_of_method is not None:
+            last = last_step_of_method(method)
+            ax.plot([last], [y_of_step(method, last)], marker=palette.marker(method), ms=6, mfc="none",
+                    color=palette.color(method), mew=1.2, ls="none")
+
+
+def plot_kaplan_meier(ax, durations: pd.DataFrame) -> list[str]:
+    """Kaplan-Meier step curves of the fraction of runs still below the threshold, one per method.
+
+    ``durations``: rows with ``method``, ``duration`` (crossing or censoring step) and ``observed``.
+    Censored runs are drawn as '+' ticks on their curve.
+    """
+    drawn = []
+    for method in palette.ordered(durations["method"].unique()):
+        rows = durations[durations["method"] == method]
+        km = kaplan_meier(rows["duration"].to_numpy(), rows["observed"].to_numpy(bool))
+        last = float(rows["duration"].max())
+        times = np.append(km.times, max(last, km.times[-1]))
+        survival = np.append(km.survival, km.survival[-1])
+        ax.step(times, survival, where="post", color=palette.color(method), lw=1.5,
+                label=f"{palette.label(method)} (n={km.n})")
+        censored = rows.loc[~rows["observed"].astype(bool), "duration"].to_numpy(float)
+        if len(censored):
+            ax.plot(censored, [km.survival_at(t) for t in censored], "+", color=palette.color(method), ms=7)
+        drawn.append(method)
+    ax.set_ylim(-0.03, 1.03)
+    return drawn
+
+
+def finish(ax, xlabel: str, ylabel: str, title: str | None = None, legend: bool = True,
+           legend_loc: str = "upper left") -> None:
+    """Axis labels, title and legend; legend placed explicitly (matplotlib's "best" search is slow with bands)."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    if legend and ax.get_legend_handles_labels()[0]:
+        ax.legend(frameon=False, loc=legend_loc)
+
+
+def close(figure) -> None:
+    plt.close(figure)
