@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis_synthetic import write_synthetic_results
+from test_analysis_synthetic import write_synthetic_results
 
 REPO = Path(__file__).resolve().parents[1]
 
