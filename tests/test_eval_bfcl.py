@@ -200,3 +200,69 @@ def test_score_cli_rejects_bad_input(tmp_path):
     )  # fmt: skip
     assert result.returncode != 0 and "not scored" in result.stderr
     assert not (tmp_path / "o.json").exists()
+
+
+class _FakeCompletions:
+    """A loopback OpenAI-compatible /v1/completions endpoint answering every prompt with one fixed text."""
+
+    def __init__(self, text: str):
+        import http.server
+        import threading
+
+        self.prompts: list[dict] = []
+        fake = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                fake.prompts.append(body)
+                reply = json.dumps({
+                    "id": "x", "object": "text_completion", "created": 0, "model": body["model"],
+                    "choices": [{"text": text, "index": 0, "finish_reason": "stop", "logprobs": None}],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+                }).encode()  # fmt: skip
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def close(self):
+        self.server.shutdown()
+
+
+@needs_bfcl_env
+def test_generation_runs_bfcl_inference_loop_through_the_toolrl_handler(tmp_path):
+    answer = render_answer("no tool fits", response="I cannot help with that.")
+    server = _FakeCompletions(answer)
+    try:
+        out = tmp_path / "outputs.json"
+        _run_bfcl("dara.evaluation.bfcl_generate", "--checkpoint", "/ckpt/step100", "--base-url", server.url,
+                  "--out", str(out), "--per-category", "2", "--workers", "2",
+                  "--categories", "simple_python", "multi_turn_base")  # fmt: skip
+    finally:
+        server.close()
+    cases = {case["id"]: case["outputs"] for case in json.loads(out.read_text())["cases"]}
+    assert len(cases) == 4
+    request = server.prompts[0]
+    assert request["model"] == "/ckpt/step100" and request["temperature"] == 0.6 and request["top_p"] == 0.95
+    assert request["seed"] == 0 and request["max_tokens"] == 8192
+    assert request["prompt"].startswith("<|im_start|>system\nYou are a helpful multi-turn dialogue assistant")
+    assert "**Dialogue Records History**\n<user> " in request["prompt"]
+    single = [v for k, v in cases.items() if k.startswith("simple_python")]
+    assert single == [answer, answer]
+    # a response without calls ends each turn after one step, so every turn holds exactly that output
+    for case_id, turns in cases.items():
+        if case_id.startswith("multi_turn"):
+            assert turns and all(turn == [answer] for turn in turns)
+    scores = tmp_path / "scores.json"
+    _run_bfcl("dara.evaluation.bfcl_score", "--outputs", str(out), "--out", str(scores))
+    scored = json.loads(scores.read_text())["cases"]
+    assert all(case["format"] == 1.0 and not case["valid"] for case in scored)
