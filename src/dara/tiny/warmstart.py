@@ -87,7 +87,7 @@ def warm_start(task_name: str, task_options: dict[str, Any], out: str | Path, *,
         torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
         optimizer.step()
         schedule.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
     policy.eval()
     probe = task.items("train", probe_prompts, seed=seed + 1000)
     report = {
