@@ -168,3 +168,19 @@ def test_retention_keeps_runs_at_or_above_threshold_and_reports_dropped():
 def test_retention_refuses_runs_without_validation_format():
     with pytest.raises(ValueError, match="1 runs have no 'val_format'"):
         retain_runs(pd.DataFrame({"val_format": [0.9, np.nan]}), "val_format")
+
+
+def test_evaluation_json_must_agree_with_its_path(tmp_path):
+    import json
+
+    from dara.analysis.runs import load_evaluations
+
+    path = tmp_path / "eval/toolcall/gdpo/G8/seed0/step10.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"seed": 1, "metrics": {"bfcl_format": 0.5}}))
+    with pytest.raises(ValueError, match="seed=1 in the file but 0 in its path"):
+        load_evaluations([path])
+    path.write_text(json.dumps({"seed": 0, "step": 10, "metrics": {"bfcl_format": 0.5}, "note": "x"}))
+    row = load_evaluations([path]).iloc[0]
+    assert (row["seed"], row["step"], row["metrics/bfcl_format"]) == (0, 10, 0.5)
+    assert "note" not in row.index

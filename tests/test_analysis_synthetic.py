@@ -58,15 +58,16 @@ def write_run(root: Path, task: str, method: str, G: int, seed: int, n_steps: in
     eval_dir.mkdir(parents=True, exist_ok=True)
     for step in range(0, n_steps + 1, 10):
         quality = float(frame[f"reward/{SPARSE[task]}"][step])
+        # the layout of dara.evaluation.tiny: identity fields, held-out reward means, task metrics
+        record = {"task": task, "method": method, "group_size": G, "seed": seed, "step": step,
+                  "rewards": {reward: float(frame[f"reward/{reward}"][step]) for reward in TASK_REWARDS[task]}}
         if task.startswith("toolcall"):
-            record = {f"{group}_{metric}": float(np.clip(quality * (0.9 if metric == "format" else 0.5)
-                                                          + rng.normal(0, 0.01), 0, 1))
-                      for group in ("live", "non_live", "multi_turn", "average") for metric in ("accuracy", "format")}
-            record["average_length"] = quality
+            record["metrics"] = {"bfcl_accuracy": 0.3 + 0.2 * quality + rng.normal(0, 0.01),
+                                 "bfcl_format": quality}
         elif task == "math_length":
-            record = {"macro_pass1": 0.5 + rng.normal(0, 0.01), "exceed": 1 - quality, "joint": 0.5 * quality}
+            record["metrics"] = {"accuracy": 0.5 + rng.normal(0, 0.01), "exceed": 1 - quality, "joint": 0.5 * quality}
         else:
-            record = {"accuracy": quality, "format": quality}
+            record["metrics"] = {"accuracy": quality, "format": quality}
         (eval_dir / f"step{step}.json").write_text(json.dumps(record))
     return run_dir
 
@@ -82,3 +83,15 @@ def write_synthetic_results(root: Path, n_steps: int = 60, seeds=(0, 1, 2)) -> P
                     never = method == "gdpo" and seed == seeds[-1] and task == "toolcall"
                     write_run(root, task, method, G, seed, n_steps, never=never)
     return root
+
+
+def test_synthetic_tree_loads_with_identity_checks(tmp_path):
+    """The generator's files go through the real loaders (and their path/field consistency check)."""
+    from dara.analysis.runs import load_evaluations, load_metrics
+
+    run_dir = write_run(tmp_path, "toolcall", "gdpo", 4, 1, n_steps=20)
+    metrics = load_metrics([run_dir / "metrics.parquet"])
+    assert metrics[["task", "method", "G", "seed"]].drop_duplicates().values.tolist() == [["toolcall", "gdpo", 4, 1]]
+    evaluations = load_evaluations(sorted((tmp_path / "eval").glob("**/step*.json")))
+    assert evaluations["step"].tolist() == [0, 10, 20]
+    assert {"rewards/format", "metrics/bfcl_format"} <= set(evaluations.columns)

@@ -83,11 +83,22 @@ def load_evaluations(paths: Iterable) -> pd.DataFrame:
         if not isinstance(record, dict):
             raise ValueError(f"{path} does not hold a JSON object")
         row = {**run_id_from_dir(path.parent).as_dict(), "step": int(match["step"])}
-        row.update(_flatten_numbers(record))
+        _check_identity(path, record, row)
+        row.update(_flatten_numbers({k: v for k, v in record.items() if k not in _IDENTITY_FIELDS}))
         rows.append(row)
     if not rows:
         raise ValueError("no evaluation files given")
     return pd.DataFrame(rows).sort_values([*RUN_KEYS, "step"]).reset_index(drop=True)
+
+
+# Fields an evaluation JSON may repeat from its path; they must agree with it.
+_IDENTITY_FIELDS = {"task": "task", "method": "method", "group_size": "G", "G": "G", "seed": "seed", "step": "step"}
+
+
+def _check_identity(path: Path, record: dict, row: dict) -> None:
+    for field, key in _IDENTITY_FIELDS.items():
+        if field in record and str(record[field]) != str(row[key]):
+            raise ValueError(f"{path}: {field}={record[field]!r} in the file but {row[key]!r} in its path")
 
 
 def _flatten_numbers(record: dict, prefix: str = "") -> dict:

@@ -104,6 +104,18 @@ def survival_durations(records: pd.DataFrame) -> pd.DataFrame:
     return durations
 
 
+def paper_metrics(evaluations: pd.DataFrame, mapping: Mapping[str, str]) -> pd.DataFrame:
+    """Run keys, step and one column per paper metric name, copied from our evaluation key
+    (``mapping``: paper name -> our column). A key the evaluations lack raises, naming it."""
+    missing = {name: key for name, key in mapping.items() if key not in evaluations.columns}
+    if missing:
+        raise ValueError(f"evaluations lack {missing}; their columns: {sorted(evaluations.columns)}")
+    selected = evaluations[[*RUN_KEYS, "step"]].copy()
+    for name, key in mapping.items():
+        selected[name] = evaluations[key].astype(float)
+    return selected
+
+
 def final_checkpoint(evaluations: pd.DataFrame, step: int | None = None) -> pd.DataFrame:
     """One evaluation row per run: at ``step`` (raising if a run has none there) or each run's last."""
     if step is None:

@@ -1,0 +1,42 @@
+"""Table 4a: static vs dynamic (density) weights on the math task. Held-out accuracy, % of responses over
+the length budget (exceed) and joint (correct and within budget), final checkpoint, mean ± SD over seeds.
+
+Paper: R1-Distill-1.5B, Static-Asym/Sym with w = 5 on the length reward vs DARA-Asym/Sym. Tiny scale: the
+math-length task with static weights [1, 5]. Output: results/<scale>/tables/table4a.{csv,md}.
+"""
+
+import pandas as pd
+
+from dara.analysis.cli import parse_inputs, unavailable_note
+from dara.analysis.io import write_csv, write_text
+from dara.analysis.tables import final_checkpoint, main_group_size, paper_metrics, pivot_mean_sd, summarise_metrics
+
+METHODS = ("static_sym", "static_asym", "dara_sym", "dara_asym")
+
+
+def main(argv=None):
+    inputs = parse_inputs(__doc__.splitlines()[0], argv)
+    task = inputs.config["tasks"]["math"]
+    evaluations = inputs.task_evaluations(task)
+    if evaluations is not None:
+        evaluations = evaluations[evaluations["method"].isin(METHODS)]
+    if evaluations is None or evaluations.empty:
+        write_text(inputs.tables / "table4a.md", unavailable_note("Table 4a", inputs.scale,
+                                                                  f"no evaluations of {task} with {METHODS}"))
+        write_csv(inputs.tables / "table4a.csv", pd.DataFrame(columns=["method", "metric", "mean", "sd", "n"]))
+        return
+    mapping = inputs.config["evaluation_metrics"]["math"]
+    group_size = main_group_size(evaluations)
+    evaluations = evaluations[evaluations["G"] == group_size]
+    summary = summarise_metrics(final_checkpoint(paper_metrics(evaluations, mapping)), list(mapping), by=["method"])
+    write_csv(inputs.tables / "table4a.csv", summary)
+    absent = [method for method in METHODS if method not in set(summary["method"])]
+    lines = [f"# Table 4a ({inputs.scale} scale): static vs dynamic weights, {task}, G={group_size}, held-out %, final checkpoint", "",
+             pivot_mean_sd(summary, ["method"], list(mapping)).to_markdown(index=False), ""]
+    if absent:
+        lines += [f"No runs at this scale for: {', '.join(absent)}.", ""]
+    write_text(inputs.tables / "table4a.md", "\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
