@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from dara.evaluation import math_eval
-from dara.evaluation.tiny import bfcl_entry, checkpoint_steps, default_bfcl_python, score_bfcl
+from dara.evaluation.layout import checkpoint_steps
+from dara.evaluation.tiny import bfcl_entry, default_bfcl_python, score_bfcl
 
 needs_bfcl_env = pytest.mark.skipif(not default_bfcl_python().exists(), reason="no .venv-bfcl (build it with `make setup`)")
 
@@ -176,3 +177,24 @@ def test_evaluate_run_scores_tool_calls_with_bfcl(tmp_path):
     assert set(metrics) == {"bfcl_accuracy", "bfcl_format", "bfcl_accuracy_tool"}
     # an untrained policy writes no well-formed call
     assert metrics["bfcl_format"] == 0.0 and metrics["bfcl_accuracy_tool"] == 0.0
+
+
+def test_eval_files_list_every_checkpoint_of_every_run():
+    from dara.evaluation.layout import eval_files, paper_checkpoint_steps
+    from dara.experiments import load_experiment, run_matrix
+
+    smoke = load_experiment("smoke")
+    files = eval_files(smoke)
+    runs = run_matrix(smoke)
+    per_run = len(checkpoint_steps(smoke["settings"]["steps"], smoke["settings"]["eval_every"]))
+    assert len(files) == len(set(files)) == per_run * len(runs)  # smoke sets steps globally only
+    assert all(f.startswith("results/smoke/eval/") and f.endswith(".json") for f in files)
+    assert set(eval_files(smoke, task="math_length")) < set(files)
+    paper = load_experiment("paper")
+    assert paper_checkpoint_steps(100, 10) == list(range(10, 101, 10))
+    math_files = eval_files(paper, target="math")
+    # R1-Distill models train 200 steps, the Qwen3 models 100 (experiments/paper.yaml), checkpoints every 10
+    assert "results/paper/eval/math_length-r1-distill-7b/grpo/G16/seed0/step200.json" in math_files
+    assert not any("qwen3-4b-instruct" in f and f.endswith("step110.json") for f in math_files)
+    three = eval_files(paper, task="toolcall3")  # `inherit: toolcall` gives it toolcall's 100 steps
+    assert three[-1].endswith("step100.json") and len(three) == 4 * 3 * 10

@@ -27,15 +27,10 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from dara.evaluation.layout import checkpoint_steps
+
 EVAL_SEED = 1234  # sampling seed, the same for every checkpoint and run
 DEFAULTS = {"heldout_items": 64, "samples": 4, "temperature": 0.6, "top_p": 0.95}
-
-
-def checkpoint_steps(steps: int, eval_every: int) -> list[int]:
-    """Steps the tiny trainer saves checkpoints at: 0, every `eval_every`, and the last."""
-    if steps < 1 or eval_every < 1:
-        raise ValueError(f"steps and eval_every must be >= 1, got {steps}, {eval_every}")
-    return sorted({0, steps, *range(0, steps, eval_every)})
 
 
 def default_bfcl_python() -> Path:
