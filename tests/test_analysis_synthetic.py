@@ -78,7 +78,8 @@ def write_synthetic_results(root: Path, n_steps: int = 60, seeds=(0, 1, 2)) -> P
     for task in TASK_REWARDS:
         methods = ["grpo", "gdpo", "dara_sym", "dara_asym"] + (["static_sym", "static_asym"] if task == "math_length" else [])
         for method in methods:
-            for G in ((4, 8) if task == "toolcall" else (8,)):
+            # G4 for three methods only (a group-size sweep beside the main G8 matrix, as in tiny.yaml)
+            for G in ((4, 8) if task == "toolcall" and method != "dara_asym" else (8,)):
                 for seed in seeds:
                     never = method == "gdpo" and seed == seeds[-1] and task == "toolcall"
                     write_run(root, task, method, G, seed, n_steps, never=never)

@@ -1,7 +1,8 @@
 """The paper's claims, checked against our results by rule, not by hand.
 
 Each check returns a :class:`Claim` with a verdict: "supported", "not supported", or "not testable"
-(the runs or evaluations it needs do not exist at this scale). REPORT.md lists them as they come.
+(the runs or evaluations it needs do not exist at this scale), or "inconclusive" (a crossing claim
+where neither method reached the threshold). REPORT.md lists them as they come.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dara.analysis import palette
 from dara.analysis.survival import kaplan_meier, logrank_test
 from dara.analysis.tables import survival_durations
 
-Verdict = Literal["supported", "not supported", "not testable"]
+Verdict = Literal["supported", "not supported", "inconclusive", "not testable"]
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,10 @@ def faster_crossing(records: pd.DataFrame, method: str, baseline: str, *, paper:
     ours = (f"median step {_step_text(ours_median)} vs {_step_text(base_median)} "
             f"(n={len(ours_rows)} vs {len(base_rows)}; crossed {int(ours_rows['observed'].sum())}/"
             f"{len(ours_rows)} vs {int(base_rows['observed'].sum())}/{len(base_rows)}; log-rank p={p_text})")
-    verdict: Verdict = "supported" if ours_median < base_median else "not supported"
+    if not np.isfinite(ours_median) and not np.isfinite(base_median):
+        verdict: Verdict = "inconclusive"
+    else:
+        verdict = "supported" if ours_median < base_median else "not supported"
     return Claim(claim, paper, ours, verdict, scale)
 
 
