@@ -1,1 +1,83 @@
-# placeholder, filled by its stage
+# Paper scale on verl (GPU cluster): `snakemake --config scale=paper --profile profiles/slurm`.
+# Planned only at scale=paper, where the tiny rules are not (train.smk trains only the tiny backend). One GPU job
+# per run: dara.verl_plugin.launch resolves the run from experiments/paper.yaml, runs verl (Ray across the job's
+# nodes, profiles/slurm/ray_job.sh) and writes the run's metrics.parquet from verl's file-logger JSONL.
+# GPU resources (gpu, gpu_model, nodes, runtime) come from the run's model in experiments/paper.yaml, because
+# verl's n_gpus_per_node/nnodes are part of the study's set-up; partitions and accounts come from the profile.
+
+if SCALE == "paper":
+    from dara.verl_plugin.launch import load_paper_experiment, paper_runs
+
+    PAPER_EXPERIMENT = load_paper_experiment()
+    PAPER_RUNS = {
+        (r.run_task, r.method, str(r.group_size), str(r.seed)): r for r in paper_runs(PAPER_EXPERIMENT)
+    }
+    PAPER_DATA = PAPER_EXPERIMENT["settings"]["paper"]["data_dir"]
+
+    def paper_run(wildcards):
+        return PAPER_RUNS[(wildcards.run_task, wildcards.method, wildcards.group_size, wildcards.seed)]
+
+    def paper_run_data(wildcards):
+        dataset = paper_run(wildcards).settings["dataset"]
+        return [f"{PAPER_DATA}/{dataset}/train.parquet", f"{PAPER_DATA}/{dataset}/test.parquet"]
+
+    def paper_resource(name):
+        def resource(wildcards):
+            return paper_run(wildcards).resources[name]
+
+        return resource
+
+    def paper_gpus(wildcards):
+        resources = paper_run(wildcards).resources
+        return resources["gpus_per_node"] * resources["nodes"]
+
+    wildcard_constraints:
+        run_task="[a-z0-9_.]+-[a-z0-9_.-]+",
+        method="[a-z0-9_]+",
+        group_size=r"\d+",
+        seed=r"\d+",
+        dataset="rlla_4k|deepscaler",
+
+    rule prepare_paper_data:
+        output:
+            train=f"{PAPER_DATA}/{{dataset}}/train.parquet",
+            test=f"{PAPER_DATA}/{{dataset}}/test.parquet",
+        log:
+            f"{RESULTS}/logs/prepare_paper_data/{{dataset}}.log",
+        params:
+            out=subpath(output.train, parent=True),
+        shell:
+            "python -m dara.verl_plugin.data --dataset {wildcards.dataset} --out {params.out} > {log} 2>&1"
+
+    rule train_paper:
+        input:
+            paper_run_data,
+        output:
+            f"{RESULTS}/runs/{{run_task}}/{{method}}/G{{group_size}}/seed{{seed}}/metrics.parquet",
+        log:
+            f"{RESULTS}/logs/train/{{run_task}}/{{method}}/G{{group_size}}/seed{{seed}}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/train/{{run_task}}/{{method}}/G{{group_size}}/seed{{seed}}.tsv"
+        resources:
+            gpu=paper_gpus,
+            gpu_model=paper_resource("gpu_model"),
+            nodes=paper_resource("nodes"),
+            gpus_per_node=paper_resource("gpus_per_node"),
+            runtime=paper_resource("runtime_minutes"),
+        params:
+            results=RESULTS,
+        shell:
+            "bash profiles/slurm/ray_job.sh python -m dara.verl_plugin.launch train --run-task {wildcards.run_task}"
+            " --method {wildcards.method} --group-size {wildcards.group_size} --seed {wildcards.seed}"
+            " --results {params.results} > {log} 2>&1"
+
+    for _target in PAPER_EXPERIMENT["targets"]:
+
+        rule:
+            name:
+                f"paper_{_target}"
+            input:
+                [f"{RESULTS}/runs/{r.run_task}/{r.method}/G{r.group_size}/seed{r.seed}/metrics.parquet"
+                 for r in paper_runs(PAPER_EXPERIMENT, _target)],
+
+    ALL_OUTPUTS += [f"{RESULTS}/runs/{key[0]}/{key[1]}/G{key[2]}/seed{key[3]}/metrics.parquet" for key in PAPER_RUNS]

@@ -151,9 +151,14 @@ def dara_advantages(
     return scalar.unsqueeze(-1) * mask, result
 
 
-def named_metrics(result, method: str) -> dict[str, float]:
-    """verl-facing metric names: ``dara/<quantity>/<channel>``, plus the method's own counters."""
+def named_metrics(result, method: str, settings: DaraSettings, non_tensor_batch: Mapping[str, Any]) -> dict[str, float]:
+    """verl-facing metric names: ``dara/<quantity>/<channel>``, the batch mean of every reward channel
+    (``dara/reward/<channel>``: verl logs none of them in training) and the method's own counters."""
     metrics = {f"{METRIC_PREFIX}/{name}": value for name, value in result.metrics.items()}
+    n_rows = len(non_tensor_batch[settings.reward_keys[0]])
+    columns = reward_columns(non_tensor_batch, settings.reward_keys, n_rows)
+    for position, key in enumerate(settings.reward_keys):
+        metrics[f"{METRIC_PREFIX}/reward/{key}"] = float(columns[:, position].mean())
     if method == "gd2po_hard":
         metrics[f"{METRIC_PREFIX}/gd2po_hard/keep_ratio"] = 1.0 - result.metrics["gd2po_hard/conflict_ratio"]
     return metrics
@@ -182,7 +187,7 @@ def make_estimator(method: str):
             method, token_level_rewards, response_mask, index, settings, non_tensor_batch
         )
         if metrics is not None:
-            metrics.update(named_metrics(result, method))
+            metrics.update(named_metrics(result, method, settings, non_tensor_batch))
         return advantages, advantages
 
     estimator.__name__ = f"compute_{verl_name}_advantage"

@@ -100,7 +100,7 @@ class DaraPPOTrainer(PPOTrainerSync):
         )
         data.batch["advantages"] = advantages
         data.batch["returns"] = advantages
-        metrics.update(named_metrics(result, method))
+        metrics.update(named_metrics(result, method, settings, data.non_tensor_batch))
 
         fields = ["advantages", "returns"]
         if self.config.algorithm.use_kl_in_reward:

@@ -1,0 +1,115 @@
+"""verl training logs (the ``file`` logger's JSONL) -> the per-run ``metrics.parquet`` of every scale.
+
+verl's file logger writes one ``{"step": N, "data": {name: value}}`` line per step and truncates its file when it
+opens it, so the launcher gives every attempt of a run its own file (``verl_logs/attempt<k>.jsonl``); a resumed run
+re-logs the steps after its checkpoint, and the later attempt wins for a step logged twice.
+
+Columns follow the tiny scale (`dara.tiny.trainer`): ``step``, ``reward/<name>``, ``density/<name>``,
+``weight/<name>``, ``active_groups/<name>``, ``energy_pos/<name>``, ``energy_neg/<name>`` (and the calibrated
+energies), ``n_groups``, ``entropy``, ``response_length``, ``clip_fraction``, ``kl``, ``seconds``; every verl
+metric is kept as well under its own name (``verl/<name>``), so nothing the trainer logged is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+DARA_PREFIX = "dara/"
+# verl metric -> shared column (first match wins). reward/<name> and the DARA diagnostics come from the dara/ metrics
+# that dara.verl_plugin.trainer logs.
+VERL_COLUMNS = {
+    "entropy": ("actor/entropy",),
+    "response_length": ("response_length/mean",),
+    "clip_fraction": ("actor/pg_clipfrac",),
+    "kl": ("actor/kl_loss", "actor/reward_kl_penalty", "actor/ppo_kl"),
+    "seconds": ("timing_s/step",),
+    "score": ("critic/score/mean",),
+}
+
+
+def read_jsonl_logs(paths: Sequence[str | Path]) -> dict[int, dict[str, float]]:
+    """Per-step metric dicts from verl file-logger files, later files (attempts) overriding earlier ones."""
+    steps: dict[int, dict[str, float]] = {}
+    for path in paths:
+        with open(path, "rb") as handle:
+            for line_number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as error:
+                    last_line = not handle.peek(1) if hasattr(handle, "peek") else False
+                    if last_line:
+                        break  # a line cut by a killed job: the step is re-logged after resuming
+                    raise ValueError(f"{path}:{line_number}: not a JSON line ({error})") from None
+                if not isinstance(record, dict) or "step" not in record or not isinstance(record.get("data"), dict):
+                    raise ValueError(f"{path}:{line_number}: expected {{'step': N, 'data': {{...}}}}, got {line[:80]!r}")
+                steps[int(record["step"])] = record["data"]
+    return steps
+
+
+def metrics_frame(steps: dict[int, dict[str, float]], reward_names: Iterable[str]) -> pd.DataFrame:
+    """The shared per-step table of one run (validation-only steps, without training metrics, are skipped)."""
+    reward_names = list(reward_names)
+    rows = []
+    for step in sorted(steps):
+        data = steps[step]
+        if "training/global_step" not in data and not any(key.startswith(DARA_PREFIX) for key in data):
+            continue  # a validation-only record (step 0 before training)
+        row: dict[str, float] = {"step": step}
+        for key, value in data.items():
+            if key.startswith(DARA_PREFIX):  # dara/reward/<name>, dara/density/<name>, ... (the DARA trainer's)
+                row[key[len(DARA_PREFIX):]] = _number(value)
+        for name in reward_names:
+            row.setdefault(f"reward/{name}", math.nan)
+        for column, sources in VERL_COLUMNS.items():
+            row[column] = next((_number(data[s]) for s in sources if s in data), math.nan)
+        for key, value in data.items():
+            number = _number(value, strict=False)
+            if number is not None:
+                row[f"verl/{key}"] = number
+        rows.append(row)
+    if not rows:
+        raise ValueError("no training step in the verl logs")
+    return pd.DataFrame(rows).sort_values("step").reset_index(drop=True)
+
+
+def _number(value, strict: bool = True):
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return float(value)
+    if strict:
+        raise ValueError(f"metric value {value!r} is not a number")
+    return None
+
+
+def write_metrics_parquet(frame: pd.DataFrame, path: str | Path) -> None:
+    """Write atomically: a temporary file in the same folder, then os.replace."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(handle)
+    try:
+        frame.to_parquet(tmp, index=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def convert_run_logs(log_dir: str | Path, reward_names: Iterable[str], out: str | Path) -> pd.DataFrame:
+    """All ``attempt<k>.jsonl`` of a run, in attempt order, -> ``out`` (metrics.parquet)."""
+    paths = sorted(Path(log_dir).glob("attempt*.jsonl"), key=lambda p: int(p.stem.removeprefix("attempt")))
+    if not paths:
+        raise FileNotFoundError(f"no verl file-logger output (attempt*.jsonl) in {log_dir}")
+    frame = metrics_frame(read_jsonl_logs(paths), reward_names)
+    write_metrics_parquet(frame, out)
+    return frame
