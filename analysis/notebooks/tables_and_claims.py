@@ -1,0 +1,95 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Held-out results, crossing steps as survival data, and the paper side by side
+#
+# Opens the evaluations (`results/<scale>/eval/.../step<N>.json`) and, where the pipeline wrote them, the tables
+# under `results/<scale>/tables/`. Set `DARA_RESULTS` (default `results/tiny`).
+
+# %%
+import os
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from dara.analysis import figures
+from dara.analysis.runs import load_evaluations, load_metrics
+from dara.analysis.survival import logrank_test
+from dara.analysis.tables import crossing_records, main_group_size, survival_durations
+
+RESULTS = Path(os.environ.get("DARA_RESULTS", "results/tiny"))
+SCALE = RESULTS.name
+REFERENCE = Path(os.environ.get("DARA_REFERENCE", "analysis/reference"))
+evaluations = load_evaluations(sorted(RESULTS.glob("eval/*/*/G*/seed*/step*.json")))
+metrics = load_metrics(sorted(RESULTS.glob("runs/*/*/G*/seed*/metrics.parquet")))
+
+# %% [markdown]
+# ## Held-out tool calling across checkpoints (Figure 2 analogue)
+#
+# The tiny evaluation scores every checkpoint on held-out BFCL-style cases; accuracy and format are the
+# fraction of cases passing bfcl-eval's checker and the paper's format rule.
+
+# %%
+tool = evaluations[evaluations["task"] == "toolcall"]
+tool = tool[tool["G"] == main_group_size(tool)]
+figure, axes = figures.new_figure(2)
+for ax, (column, label) in zip(axes, [("metrics/bfcl_accuracy", "held-out accuracy (%)"),
+                                      ("metrics/bfcl_format", "held-out format (%)")]):
+    figures.plot_checkpoint_means(ax, tool, column)
+    figures.finish(ax, "training step (checkpoint)", label, legend=ax is axes[0])
+figure.suptitle(f"toolcall: checkpoint-wise held-out scores{figures.scale_note(SCALE)}")
+figure.tight_layout()
+
+# %% [markdown]
+# ## Time to format 0.8 as survival data
+#
+# Dropping the seeds that never reach the threshold (as a median over crossed seeds does) flatters a method
+# whose slow seeds fail. Kaplan-Meier keeps them, censored at their last step.
+
+# %%
+train = metrics[(metrics["task"] == "toolcall") & (metrics["step"] >= 1)]
+train = train[train["G"] == main_group_size(train)]
+durations = survival_durations(crossing_records(train, {"format": [0.8]}))
+figure, axes = figures.new_figure(1, width_per_panel=4.5, height=3.0)
+figures.plot_kaplan_meier(axes[0], durations)
+figures.finish(axes[0], "training step", "fraction of seeds with format < 0.8", "Kaplan-Meier")
+figure.tight_layout()
+gdpo = durations[durations["method"] == "gdpo"]
+for method in ("dara_sym", "dara_asym"):
+    runs = durations[durations["method"] == method]
+    if len(runs) and len(gdpo):
+        test = logrank_test(runs["duration"], runs["observed"], gdpo["duration"], gdpo["observed"])
+        print(f"{method} vs gdpo: log-rank chi2={test.statistic:.3g}, p={test.p_value:.3g}")
+
+# %% [markdown]
+# ## The paper's numbers beside ours
+#
+# `REPORT.md` holds the full comparison and the computed claims; the paper's crossing steps are data in
+# `analysis/reference/`.
+
+# %%
+paper_steps = pd.read_csv(REFERENCE / "format_crossing_steps.csv")
+paper_steps[paper_steps["model_size"] == "1.5B"].groupby("method")["step"].median().rename("paper median step")
+
+# %%
+report = RESULTS / "REPORT.md"
+if report.is_file():
+    section = report.read_text().split("## Which claims our runs support")[-1].split("\n## ")[0]
+    print(section.strip())
+else:
+    print(f"{report} not written yet: run `snakemake report_md --config scale={SCALE}`")
+
+# %%
+plt.close("all")
