@@ -155,6 +155,8 @@ def test_v1_step_equals_compute_advantages_broadcast_over_tokens(monkeypatch, sp
     torch.testing.assert_close(padded(put["returns"]), padded(put["advantages"]))
     for name, value in expected.metrics.items():
         assert metrics[f"dara/{name}"] == pytest.approx(value)
+    for position, key in enumerate(KEYS):
+        assert metrics[f"dara/reward/{key}"] == pytest.approx(rewards[:, position].mean())
     for name in metrics:
         assert not any(word in name for word in RESERVED_METRIC_WORDS), name
     if method == "gd2po_hard":
