@@ -184,3 +184,15 @@ def test_evaluation_json_must_agree_with_its_path(tmp_path):
     row = load_evaluations([path]).iloc[0]
     assert (row["seed"], row["step"], row["metrics/bfcl_format"]) == (0, 10, 0.5)
     assert "note" not in row.index
+
+
+def test_inputs_select_a_task_and_refuse_to_pool_models():
+    from dara.analysis.cli import _select
+
+    frame = pd.DataFrame({"task": ["toolcall", "toolcall3", "math_length"], "x": [1, 2, 3]})
+    assert _select(frame, "toolcall")["x"].tolist() == [1]
+    paper = pd.DataFrame({"task": ["toolcall-qwen2.5-1.5b", "toolcall-qwen2.5-3b"], "x": [1, 2]})
+    assert _select(paper.iloc[:1], "toolcall")["x"].tolist() == [1]
+    with pytest.raises(ValueError, match="several models of 'toolcall'"):
+        _select(paper, "toolcall")
+    assert _select(frame, "act_critic") is None

@@ -47,9 +47,15 @@ class Inputs:
 
 
 def _select(frame: pd.DataFrame | None, task: str) -> pd.DataFrame | None:
+    """Rows of one task. Paper-scale run folders are named ``<task>-<model>``; one model per task is
+    analysed at a time, and several models of one task raise rather than being pooled into one table."""
     if frame is None:
         return None
-    chosen = frame[frame["task"] == task]
+    matches = frame["task"].eq(task) | frame["task"].str.startswith(f"{task}-")
+    names = sorted(frame.loc[matches, "task"].unique())
+    if len(names) > 1:
+        raise ValueError(f"runs of several models of {task!r}: {names}; pass one model's runs per call")
+    chosen = frame[matches]
     return chosen.reset_index(drop=True) if len(chosen) else None
 
 
