@@ -4,6 +4,9 @@
 # Scripts read analysis/config.yaml (thresholds, metric names per scale) and write under results/{scale}/.
 # `snakemake --report report.html` collects the figures with the captions in analysis/report/.
 
+from pathlib import Path
+
+
 report: "../../analysis/report/workflow.rst"
 
 TABLES = f"{RESULTS}/tables"
@@ -12,27 +15,15 @@ ANALYSIS_CONFIG = "analysis/config.yaml"
 CAPTIONS = "../../analysis/report"  # report() captions are relative to this file
 
 
-def analysis_metrics(*targets):
-    """metrics.parquet of the runs of the named experiment targets that exist at this scale."""
-    return sorted({path for target in targets if target in EXPERIMENT["targets"] for path in target_metrics(target)})
-
-
-def analysis_evals(*targets):
-    """Every checkpoint evaluation of the named targets' runs that exist at this scale."""
-    return sorted({path for target in targets if target in EXPERIMENT["targets"] for path in eval_files(target)})
-
-
-def figure(name, category):
-    """PNG (in the Snakemake report, with analysis/report/<name>.rst as caption) and PDF of one figure."""
-    return [report(f"{FIGURES}/{name}.png", caption=f"{CAPTIONS}/{name}.rst", category=category),
-            f"{FIGURES}/{name}.pdf"]
-
-
+# Per experiment target at this scale: its runs' metrics and every checkpoint's evaluation.
+TARGET_METRICS = {target: target_metrics(target) for target in EXPERIMENT["targets"]}
+TARGET_EVALS = {target: eval_files(target) for target in EXPERIMENT["targets"]}
+# A figure is a PNG (in the Snakemake report, captioned by analysis/report/<name>.rst) and a PDF.
+figure = lambda name, category: [report(f"{FIGURES}/{name}.png", caption=f"{CAPTIONS}/{name}.rst",
+                                        category=category), f"{FIGURES}/{name}.pdf"]
+# Every analysis output sits in results/{scale}/tables/ or results/{scale}/figures/: the scripts' --out-dir.
+results_of = lambda wildcards, output: str(Path(output[0]).parents[1])
 ANALYSIS_TASKS = sorted({run["task"] for run in target_runs()})
-ANALYSIS_COMMAND = (
-    "python analysis/{rule}.py --scale " + SCALE + " --config " + ANALYSIS_CONFIG + " --out-dir " + RESULTS
-    + " --metrics {input.metrics} --evals {input.evals} > {log} 2>&1"
-)
 
 # artifact -> (metrics of these targets, evaluations of these targets, outputs)
 ARTIFACTS = {
@@ -61,8 +52,8 @@ for _artifact, (_metric_targets, _eval_targets, _outputs) in ARTIFACTS.items():
         input:
             script=f"analysis/{_artifact}.py",
             config=ANALYSIS_CONFIG,
-            metrics=analysis_metrics(*_metric_targets),
-            evals=analysis_evals(*_eval_targets),
+            metrics=sorted({path for target in _metric_targets for path in TARGET_METRICS.get(target, [])}),
+            evals=sorted({path for target in _eval_targets for path in TARGET_EVALS.get(target, [])}),
         output:
             _outputs,
         log:
@@ -70,8 +61,12 @@ for _artifact, (_metric_targets, _eval_targets, _outputs) in ARTIFACTS.items():
         benchmark:
             f"{RESULTS}/benchmarks/analysis/{_artifact}.tsv"
         threads: 1
+        params:
+            scale=SCALE,
+            out=results_of,
         shell:
-            ANALYSIS_COMMAND
+            "python {input.script} --scale {params.scale} --config {input.config} --out-dir {params.out}"
+            " --metrics {input.metrics} --evals {input.evals} > {log} 2>&1"
 
 
 rule toy:
@@ -87,7 +82,7 @@ rule toy:
     threads: 1
     params:
         scale=SCALE,
-        out=RESULTS,
+        out=results_of,
     shell:
         "OMP_NUM_THREADS={threads} python {input.script} --scale {params.scale} --out-dir {params.out} > {log} 2>&1"
 
@@ -98,8 +93,7 @@ rule report_md:
         config=ANALYSIS_CONFIG,
         tables=[f"{TABLES}/{name}.csv" for name in ("first_crossing", "table1", "table2", "table4a", "survival", "toy")],
         stable=f"{FIGURES}/fig5.csv",
-        metrics=analysis_metrics("toolcall"),
-        evals=[],
+        metrics=TARGET_METRICS.get("toolcall", []),
     output:
         report(f"{RESULTS}/REPORT.md", caption=f"{CAPTIONS}/report_md.rst", category="Report"),
     log:
@@ -107,9 +101,12 @@ rule report_md:
     benchmark:
         f"{RESULTS}/benchmarks/analysis/report_md.tsv"
     threads: 1
+    params:
+        scale=SCALE,
+        out=subpath(output[0], parent=True),
     shell:
-        "python {input.script} --scale " + SCALE + " --config {input.config} --out-dir " + RESULTS
-        + " --metrics {input.metrics} > {log} 2>&1"
+        "python {input.script} --scale {params.scale} --config {input.config} --out-dir {params.out}"
+        " --metrics {input.metrics} > {log} 2>&1"
 
 
 ALL_OUTPUTS += [path for _, _, outputs in ARTIFACTS.values() for path in outputs]
