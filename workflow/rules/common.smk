@@ -1,6 +1,13 @@
 # Shared by every stage: the validated experiment of the chosen scale, the run matrix and every path.
 # Stages append the files they contribute at this scale to ALL_OUTPUTS (the input of `rule all`).
+import os
+import sys
+
 from dara.experiments import load_experiment, run_matrix
+
+# Shell commands say `python`: make that the interpreter running Snakemake (e.g. .venv/bin/snakemake without an
+# activated environment), so every stage runs in the environment that has dara installed.
+os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
 
 # load_experiment validates experiments/<scale>.yaml against src/dara/schemas/experiment.schema.json and
 # names the offending key, before any rule is defined.
@@ -36,3 +43,11 @@ def target_runs(target=None):
 def target_metrics(target=None):
     """metrics.parquet paths of a target's runs."""
     return [run_metrics(r["task"], r["method"], r["group_size"], r["seed"]) for r in target_runs(target)]
+
+
+def train_jobs():
+    """Runs grouped by (task, method, G): one training job trains all seeds of a group in one process."""
+    groups = {}
+    for r in target_runs():
+        groups.setdefault((r["task"], r["method"], r["group_size"]), []).append(r["seed"])
+    return [{"task": t, "method": m, "group_size": g, "seeds": sorted(s)} for (t, m, g), s in groups.items()]

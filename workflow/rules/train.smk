@@ -1,15 +1,10 @@
-# Training at the CPU scales (tiny, smoke): one warm start per task, one job per run, one named target per
-# experiment target (`snakemake toolcall`, `snakemake group_size`, ...). A single run is a file target:
+# Training at the CPU scales (tiny, smoke): one warm start per task, then one job per (task, method, G) that trains
+# that group's seeds in one process (importing torch + transformers costs more than a tiny run), and one named
+# target per experiment target (`snakemake toolcall`, `snakemake group_size`, ...). A single run is a file target:
 #   snakemake results/tiny/runs/toolcall/dara_sym/G8/seed0/metrics.parquet
-# Threads come from profiles/default; every job runs torch with one thread.
+# (it trains the other seeds of its group too). Threads come from profiles/default; every job uses one torch thread.
 
 if TRAINS_HERE:
-
-    wildcard_constraints:
-        task="|".join(EXPERIMENT["tasks"]),
-        method="[a-z0-9_]+",
-        group_size=r"\d+",
-        seed=r"\d+",
 
     rule warm_start:
         output:
@@ -18,32 +13,41 @@ if TRAINS_HERE:
             f"{RESULTS}/logs/warm_start/{{task}}.log",
         benchmark:
             f"{RESULTS}/benchmarks/warm_start/{{task}}.tsv"
+        wildcard_constraints:
+            task="|".join(EXPERIMENT["tasks"]),
         threads: 1
         params:
             out=subpath(output[0], parent=True),
             scale=SCALE,
         shell:
-            "OMP_NUM_THREADS={threads} python -m dara.tiny.warmstart --experiment {params.scale:q} --task {wildcards.task}"
-            " --out {params.out} > {log} 2>&1"
+            "OMP_NUM_THREADS={threads} python -m dara.tiny.warmstart --experiment {params.scale:q}"
+            " --task {wildcards.task} --out {params.out} > {log} 2>&1"
 
-    rule train:
-        input:
-            policy=f"{RESULTS}/policies/{{task}}/warmstart.json",
-        output:
-            f"{RESULTS}/runs/{{task}}/{{method}}/G{{group_size}}/seed{{seed}}/metrics.parquet",
-        log:
-            f"{RESULTS}/logs/train/{{task}}/{{method}}/G{{group_size}}/seed{{seed}}.log",
-        benchmark:
-            f"{RESULTS}/benchmarks/train/{{task}}/{{method}}/G{{group_size}}/seed{{seed}}.tsv"
-        threads: 1
-        params:
-            policy=subpath(input.policy, parent=True),
-            out=subpath(output[0], parent=True),
-            scale=SCALE,
-        shell:
-            "OMP_NUM_THREADS={threads} python -m dara.tiny.trainer --experiment {params.scale:q}"
-            " --task {wildcards.task} --method {wildcards.method} --group-size {wildcards.group_size}"
-            " --seed {wildcards.seed} --policy {params.policy} --out {params.out} > {log} 2>&1"
+    for _job in train_jobs():
+        _name = f"{_job['task']}_{_job['method']}_G{_job['group_size']}"
+        _runs = [(_job["task"], _job["method"], _job["group_size"], seed) for seed in _job["seeds"]]
+
+        rule:
+            name:
+                f"train_{_name}"
+            input:
+                policy=f"{policy_dir(_job['task'])}/warmstart.json",
+            output:
+                [run_metrics(*run) for run in _runs],
+            log:
+                f"{RESULTS}/logs/train/{_name}.log",
+            benchmark:
+                f"{RESULTS}/benchmarks/train/{_name}.tsv"
+            threads: 1
+            params:
+                scale=SCALE,
+                job=_job,
+                policy=policy_dir(_job["task"]),
+                outs=[run_dir(*run) for run in _runs],
+            shell:
+                "OMP_NUM_THREADS={threads} python -m dara.tiny.trainer --experiment {params.scale:q}"
+                " --task {params.job[task]} --method {params.job[method]} --group-size {params.job[group_size]}"
+                " --seed {params.job[seeds]} --policy {params.policy} --out {params.outs} > {log} 2>&1"
 
     for _target in EXPERIMENT["targets"]:
 

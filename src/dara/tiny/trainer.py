@@ -8,8 +8,9 @@ GD2PO-Hard's per-response loss weights and an optional k3 KL penalty to the warm
 Row ``step = s`` of ``metrics.parquet`` describes the rollouts of the policy after ``s`` updates (row 0 is the
 warm-start policy, the "step-0 rate"), and ``checkpoints/step{s}`` is that same policy.
 
-    python -m dara.tiny.trainer --experiment tiny --task toolcall --method dara_sym --group-size 8 --seed 0 \\
-        --policy results/tiny/policies/toolcall --out results/tiny/runs/toolcall/dara_sym/G8/seed0
+    python -m dara.tiny.trainer --experiment tiny --task toolcall --method dara_sym --group-size 8 --seed 0 1 \\
+        --policy results/tiny/policies/toolcall \\
+        --out results/tiny/runs/toolcall/dara_sym/G8/seed0 results/tiny/runs/toolcall/dara_sym/G8/seed1
 
 A run killed mid-way restarts from its last ``state.pt`` and, on CPU with the same seed, ends with the same
 metrics as an uninterrupted run (only ``seconds`` differs).
@@ -292,6 +293,9 @@ def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported la
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Train one or more seeds of a (task, method, G) in one process: importing torch and transformers costs
+    seconds, more than a tiny run's training, so a job trains its seeds one after the other. Each run is seeded
+    on its own, so it ends exactly as it would alone."""
     from dara.experiments import load_experiment, run_spec
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -299,15 +303,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--task", required=True)
     parser.add_argument("--method", required=True)
     parser.add_argument("--group-size", type=int, required=True)
-    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--seed", type=int, nargs="+", required=True, help="one or more seeds")
     parser.add_argument("--policy", required=True, help="warm-start checkpoint folder")
-    parser.add_argument("--out", required=True, help="run folder")
+    parser.add_argument("--out", nargs="+", required=True, help="run folder of each seed, in the same order")
     parser.add_argument("--no-progress", action="store_true")
     cli = parser.parse_args(argv)
-    spec = run_spec(load_experiment(cli.experiment), cli.task, cli.method, cli.group_size, cli.seed)
-    args = TrainArgs(task=spec["task"], method=spec["method"], group_size=spec["group_size"], seed=spec["seed"],
-                     policy=cli.policy, out=cli.out, progress=not cli.no_progress, **spec["settings"])
-    train(args)
+    if len(cli.out) != len(cli.seed):
+        parser.error(f"{len(cli.seed)} seeds but {len(cli.out)} run folders")
+    experiment = load_experiment(cli.experiment)
+    for seed, out in zip(cli.seed, cli.out):
+        spec = run_spec(experiment, cli.task, cli.method, cli.group_size, seed)
+        train(TrainArgs(task=spec["task"], method=spec["method"], group_size=spec["group_size"], seed=spec["seed"],
+                        policy=cli.policy, out=out, progress=not cli.no_progress, **spec["settings"]))
 
 
 if __name__ == "__main__":
