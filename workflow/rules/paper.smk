@@ -21,6 +21,12 @@ if SCALE == "paper":
         dataset = paper_run(wildcards).settings["dataset"]
         return [f"{PAPER_DATA}/{dataset}/train.parquet", f"{PAPER_DATA}/{dataset}/test.parquet"]
 
+    PAPER_PRIMARY = PAPER_EXPERIMENT["settings"]["paper"]["primary_models"]
+
+    def primary_run_metrics(wildcards):
+        model = PAPER_PRIMARY[wildcards.task]
+        return f"{RESULTS}/runs/{wildcards.task}-{model}/{wildcards.method}/G{wildcards.group_size}/seed{wildcards.seed}/metrics.parquet"
+
     def paper_resource(name):
         def resource(wildcards):
             return paper_run(wildcards).resources[name]
@@ -31,14 +37,12 @@ if SCALE == "paper":
         resources = paper_run(wildcards).resources
         return resources["gpus_per_node"] * resources["nodes"]
 
-    wildcard_constraints:
-        run_task="[a-z0-9_.]+-[a-z0-9_.-]+",
-        method="[a-z0-9_]+",
-        group_size=r"\d+",
-        seed=r"\d+",
-        dataset="rlla_4k|deepscaler",
+    # Rule-level wildcard constraints: evaluate.smk's paper rules name the model-qualified folder {task}.
+    RUN_WILDCARDS = dict(method="[a-z0-9_]+", group_size=r"\d+", seed=r"\d+")
 
     rule prepare_paper_data:
+        wildcard_constraints:
+            dataset="rlla_4k|deepscaler",
         output:
             train=f"{PAPER_DATA}/{{dataset}}/train.parquet",
             test=f"{PAPER_DATA}/{{dataset}}/test.parquet",
@@ -50,6 +54,9 @@ if SCALE == "paper":
             "python -m dara.verl_plugin.data --dataset {wildcards.dataset} --out {params.out} > {log} 2>&1"
 
     rule train_paper:
+        wildcard_constraints:
+            run_task="[a-z0-9_]+-[a-z0-9_.-]+",
+            **RUN_WILDCARDS,
         input:
             paper_run_data,
         output:
@@ -71,6 +78,28 @@ if SCALE == "paper":
             " --method {wildcards.method} --group-size {wildcards.group_size} --seed {wildcards.seed}"
             " --results {params.results} > {log} 2>&1"
 
+    # The shared view: results/paper/runs/<task>/... holds the primary model's metrics (and provenance), the layout
+    # the analysis reads at every scale (common.smk's target_metrics); other models stay under <task>-<model>/.
+    rule paper_primary_view:
+        wildcard_constraints:
+            task="[a-z0-9_]+",
+            **RUN_WILDCARDS,
+        input:
+            primary_run_metrics,
+        output:
+            f"{RESULTS}/runs/{{task}}/{{method}}/G{{group_size}}/seed{{seed}}/metrics.parquet",
+        log:
+            f"{RESULTS}/logs/paper_primary_view/{{task}}/{{method}}/G{{group_size}}/seed{{seed}}.log",
+        localrule: True
+        params:
+            run=subpath(input[0], parent=True),
+            out=subpath(output[0], parent=True),
+        shell:
+            "(cp {params.run}/config.yaml {params.run}/git_revision.txt {params.out}/"
+            " && echo {params.run} > {params.out}/source_run.txt"
+            " && cp {input} {params.out}/.metrics.parquet.tmp && mv {params.out}/.metrics.parquet.tmp {output})"
+            " > {log} 2>&1"
+
     for _target in PAPER_EXPERIMENT["targets"]:
 
         rule:
@@ -81,3 +110,5 @@ if SCALE == "paper":
                  for r in paper_runs(PAPER_EXPERIMENT, _target)],
 
     ALL_OUTPUTS += [f"{RESULTS}/runs/{key[0]}/{key[1]}/G{key[2]}/seed{key[3]}/metrics.parquet" for key in PAPER_RUNS]
+    ALL_OUTPUTS += [f"{RESULTS}/runs/{r.task}/{r.method}/G{r.group_size}/seed{r.seed}/metrics.parquet"
+                    for r in PAPER_RUNS.values() if r.is_primary]

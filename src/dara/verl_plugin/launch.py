@@ -38,7 +38,8 @@ REWARDS_MODULE = "pkg://dara.verl_plugin.rewards"
 # Keys verl's config does not define: Hydra needs "+" to add them.
 NEW_KEY_PREFIXES = ("algorithm.dara.", "reward.custom_reward_function.reward_kwargs.")
 PAPER_KEYS = {
-    "global": {"verl_version", "logger", "wandb_project", "data_dir", "models", "target_models", "verl"},
+    "global": {"verl_version", "logger", "wandb_project", "data_dir", "models", "target_models", "primary_models",
+               "verl"},
     "task": {"dataset", "reward_function", "reward_kwargs", "reward_keys", "steps", "responses_per_step",
              "mini_batch_responses", "verl", "inherit", "token_count_reward_manager"},
     "model": {"hf_id", "steps", "resources", "env", "verl"},
@@ -65,7 +66,13 @@ class PaperRun:
 
     @property
     def run_task(self) -> str:
+        """The run's task folder, ``<task>-<model>`` (also the evaluation's, `dara.evaluation.layout`)."""
         return f"{self.task}-{self.model}"
+
+    @property
+    def is_primary(self) -> bool:
+        """Whether this is a run of its task's primary model, whose metrics the shared view (see paper.smk) shows."""
+        return self.settings.get("primary_model") == self.model
 
     def run_dir(self, results: str | Path = "results/paper") -> Path:
         return Path(results) / "runs" / self.run_task / self.method / f"G{self.group_size}" / f"seed{self.seed}"
@@ -138,6 +145,12 @@ def load_paper_experiment(path: str | Path | None = None) -> dict[str, Any]:
                 raise PaperConfigError(f"settings/paper/target_models/{target}: unknown model {model!r}")
         _check_keys(experiment["targets"][target].get("settings", {}).get("paper", {}), PAPER_KEYS["target"],
                     f"targets/{target}/settings/paper")
+    for task in experiment["tasks"]:
+        primary = paper.get("primary_models", {}).get(task)
+        if primary is None:
+            raise PaperConfigError(f"settings/paper/primary_models/{task}: every task needs its primary model")
+        if primary not in paper.get("models", {}):
+            raise PaperConfigError(f"settings/paper/primary_models/{task}: unknown model {primary!r}")
     return experiment
 
 
@@ -160,6 +173,7 @@ def paper_runs(experiment: dict[str, Any], target: str | None = None) -> list[Pa
             settings = _deep_merge(settings, block.get("settings", {}).get("paper", {}))
             settings.update({k: paper[k] for k in ("logger", "wandb_project", "data_dir") if k in paper})
             settings["shared"] = shared
+            settings["primary_model"] = paper.get("primary_models", {}).get(block["task"])
             for method in block["methods"]:
                 for group_size in block["group_sizes"]:
                     for seed in block["seeds"]:

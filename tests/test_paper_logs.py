@@ -1,0 +1,80 @@
+"""verl file-logger JSONL -> the shared metrics.parquet schema."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from dara.verl_plugin.logs import convert_run_logs, metrics_frame, read_jsonl_logs
+
+
+def record(step, **data):
+    return json.dumps({"step": step, "data": data}) + "\n"
+
+
+def training_record(step, fmt, density):
+    return record(
+        step,
+        **{
+            "training/global_step": step,
+            "dara/reward/format": fmt,
+            "dara/reward/correctness": -1.0 + step,
+            "dara/density/format": density,
+            "dara/density/correctness": 0.25,
+            "dara/weight/correctness": 2.0,
+            "dara/active_groups/format": 100.0,
+            "dara/energy_pos/format": 3.5,
+            "dara/n_groups": 512.0,
+            "actor/entropy": 0.7,
+            "response_length/mean": 210.0,
+            "actor/pg_clipfrac": 0.01,
+            "actor/ppo_kl": 0.002,
+            "timing_s/step": 80.0,
+        },
+    )
+
+
+def test_attempts_merge_with_the_later_attempt_winning(tmp_path):
+    logs = tmp_path / "verl_logs"
+    logs.mkdir()
+    (logs / "attempt1.jsonl").write_text(
+        record(0, **{"val-core/rlla/reward/mean": 0.1})  # validation before training: no training row
+        + training_record(1, 0.1, 0.5)
+        + training_record(2, 0.2, 0.5)
+        + '{"step": 3, "data": {"dara/re'  # the job was killed mid-line
+    )
+    (logs / "attempt2.jsonl").write_text(training_record(2, 0.3, 0.75) + training_record(3, 0.4, 1.0))
+    out = tmp_path / "metrics.parquet"
+    convert_run_logs(logs, ["format", "correctness"], out)
+    frame = pd.read_parquet(out)
+    assert frame["step"].tolist() == [1, 2, 3]
+    assert frame["reward/format"].tolist() == [0.1, 0.3, 0.4]  # step 2 from the resumed attempt
+    assert frame["density/format"].tolist() == [0.5, 0.75, 1.0]
+    assert frame["reward/correctness"].tolist() == [0.0, 1.0, 2.0]
+    row = frame.iloc[0]
+    assert row["weight/correctness"] == 2.0 and row["active_groups/format"] == 100.0 and row["n_groups"] == 512.0
+    assert row["entropy"] == 0.7 and row["response_length"] == 210.0 and row["clip_fraction"] == 0.01
+    assert row["kl"] == 0.002 and row["seconds"] == 80.0
+    assert row["verl/actor/entropy"] == 0.7  # every verl metric kept under its own name
+    assert not list(tmp_path.glob(".metrics.parquet.*"))  # atomic write leaves no temporary file
+
+
+def test_a_reward_never_logged_is_a_nan_column():
+    frame = metrics_frame({1: {"training/global_step": 1}}, ["format", "think_length"])
+    assert frame["reward/think_length"].isna().all()
+
+
+def test_a_broken_line_inside_a_log_is_an_error(tmp_path):
+    path = tmp_path / "attempt1.jsonl"
+    path.write_text("not json\n" + training_record(1, 0.1, 0.5))
+    with pytest.raises(ValueError, match="attempt1.jsonl:1"):
+        read_jsonl_logs([path])
+
+
+def test_no_training_step_is_an_error(tmp_path):
+    with pytest.raises(ValueError, match="no training step"):
+        metrics_frame({0: {"val-core/x": 1.0}}, ["format"])
+    with pytest.raises(FileNotFoundError):
+        convert_run_logs(tmp_path, ["format"], tmp_path / "m.parquet")
