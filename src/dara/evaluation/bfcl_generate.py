@@ -27,7 +27,7 @@ from pathlib import Path
 
 from dara.evaluation.bfcl_aggregate import PAPER_CATEGORIES
 from dara.evaluation.bfcl_data import is_multi_turn_id, load_entries, sample_ids, set_scratch_root
-from dara.evaluation.bfcl_score import _write_json_atomic
+from dara.evaluation.io import write_json_atomic
 
 
 def generate_case(handler, entry: dict):
@@ -72,7 +72,7 @@ def generate(checkpoint: str, base_url: str, out: Path, categories: Sequence[str
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for case_id, outputs in pool.map(run, todo):
             done[case_id] = outputs
-    _write_json_atomic(out, {"checkpoint": checkpoint, "cases": [{"id": e["id"], "outputs": done[e["id"]]} for e in entries]})
+    write_json_atomic(out, {"checkpoint": checkpoint, "cases": [{"id": e["id"], "outputs": done[e["id"]]} for e in entries]})
 
 
 def main(argv: Sequence[str] | None = None) -> None:

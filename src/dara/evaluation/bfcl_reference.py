@@ -29,7 +29,7 @@ from pathlib import Path
 
 from dara.evaluation.bfcl_aggregate import PAPER_CATEGORIES, category_of
 from dara.evaluation.bfcl_data import is_multi_turn_id, load_entries, load_possible_answers, sample_ids, set_scratch_root
-from dara.evaluation.bfcl_score import _write_json_atomic
+from dara.evaluation.io import write_json_atomic
 from dara.rewards.toolrl import render_answer
 
 PERTURBATIONS = ("none", "wrong_value", "wrong_name", "drop_call", "empty")
@@ -207,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--per-category", type=int, default=None, help="evenly spaced sample size (default: all)")
     parser.add_argument("--perturb", default="none", choices=PERTURBATIONS)
     args = parser.parse_args(argv)
-    _write_json_atomic(args.out, {"cases": reference_cases(args.categories, args.per_category, args.perturb)})
+    write_json_atomic(args.out, {"cases": reference_cases(args.categories, args.per_category, args.perturb)})
 
 
 if __name__ == "__main__":

@@ -19,25 +19,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from dara.evaluation.bfcl_aggregate import PAPER_CATEGORIES, aggregate, category_means, category_of
 from dara.evaluation.bfcl_data import load_entries, load_possible_answers, set_scratch_root
+from dara.evaluation.io import write_json_atomic
 from dara.evaluation.toolrl_format import case_format
 
 # Custom (tiny-scale) entries: the AST categories, and "irrelevance" (no listed tool fits: valid iff no call).
 CUSTOM_CATEGORIES = ("simple", "multiple", "parallel", "parallel_multiple", "irrelevance")
 
 
-def _write_json_atomic(path: Path, payload: object) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as handle:
-        json.dump(payload, handle, indent=1)
-    os.replace(handle.name, path)
 
 
 def _flatten_outputs(outputs) -> list[str]:
@@ -56,6 +50,14 @@ def _check_outputs_shape(case: Mapping, multi_turn: bool) -> None:
             raise ValueError(f"case {case.get('id')!r}: multi-turn outputs must be a list of lists of strings")
     elif not isinstance(outputs, str):
         raise ValueError(f"case {case.get('id')!r}: single-turn outputs must be a string")
+
+
+def _error_type(verdict: Mapping) -> str | None:
+    """bfcl-eval puts the error type at the top (AST, relevance) or under "error" (multi-turn)."""
+    if verdict.get("error_type"):
+        return verdict["error_type"]
+    error = verdict.get("error")
+    return error.get("error_type") if isinstance(error, Mapping) else None
 
 
 class Scorer:
@@ -118,7 +120,7 @@ class Scorer:
             "category": category,
             "valid": bool(verdict["valid"]),
             "format": case_format(_flatten_outputs(case["outputs"])),
-            "error_type": verdict.get("error_type") or (verdict.get("error") or {}).get("error_type"),
+            "error_type": _error_type(verdict),
         }
 
     def _single_turn(self, case_id, output, answer, entry, category) -> dict:
@@ -176,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     payload = json.loads(args.outputs.read_text())
     if not isinstance(payload, dict) or not isinstance(payload.get("cases"), list):
         raise ValueError(f"{args.outputs}: expected a JSON object with a 'cases' list")
-    _write_json_atomic(args.out, score_cases(payload["cases"]))
+    write_json_atomic(args.out, score_cases(payload["cases"]))
 
 
 if __name__ == "__main__":

@@ -20,13 +20,13 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import os
 import re
-import tempfile
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
+
+from dara.evaluation.io import write_json_atomic
 
 BENCHMARKS = ("math500", "aime24", "amc", "minerva", "olympiadbench")
 # Hub datasets: (repository, config, split, question field, answer field)
@@ -41,11 +41,6 @@ TOKEN_BUDGET = 4000
 SAMPLING = {"n": 16, "temperature": 0.6, "top_p": 0.95, "max_tokens": 32768, "seed": 0}
 
 
-def write_json_atomic(path: Path, payload: object) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as handle:
-        json.dump(payload, handle, indent=1)
-    os.replace(handle.name, path)
 
 
 # ------------------------------------------------------------------------------------------ benchmarks

@@ -27,10 +27,11 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from dara.evaluation.io import write_json_atomic
 from dara.evaluation.layout import checkpoint_steps
 
 EVAL_SEED = 1234  # sampling seed, the same for every checkpoint and run
-DEFAULTS = {"heldout_items": 64, "samples": 4, "temperature": 0.6, "top_p": 0.95}
+DEFAULTS = {"heldout_items": 64, "samples": 2, "temperature": 0.6, "top_p": 0.95}
 
 
 def default_bfcl_python() -> Path:
@@ -107,11 +108,6 @@ def task_metrics(task, items: Sequence[Mapping], texts: Sequence[str], lengths: 
     return {}
 
 
-def write_json_atomic(path: Path, payload: object) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as handle:
-        json.dump(payload, handle, indent=1)
-    os.replace(handle.name, path)
 
 
 def evaluate_run(run_dir: Path, out_dir: Path, *, heldout_items: int = DEFAULTS["heldout_items"],
