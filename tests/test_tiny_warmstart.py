@@ -1,0 +1,48 @@
+"""The warm start: Hugging Face files, a step-0 report, and the sparse reward left rare but the layout learned."""
+
+import json
+
+import torch
+
+import dara.tiny.trainer as trainer_module
+from dara.tiny.policy import generate, load_policy, train_tokenizer
+from dara.tiny.warmstart import warm_start
+
+torch.set_num_threads(1)
+
+
+def test_warm_start_learns_the_layout_but_rarely_the_tag(tmp_path):
+    report = warm_start("act_critic", {"tag_rate": 0.1}, tmp_path, vocab_size=400, corpus_items=300,
+                        sft_steps=150, sft_batch_size=32, sft_learning_rate=0.01, probe_prompts=16,
+                        probe_group_size=4, max_new_tokens=20,
+                        model={"hidden_size": 32, "layers": 1, "heads": 2, "kv_heads": 1, "intermediate_size": 64})
+    saved = json.loads((tmp_path / "warmstart.json").read_text())
+    assert saved == json.loads(json.dumps(report))
+    for name in ("config.json", "model.safetensors", "tokenizer.json"):
+        assert (tmp_path / name).is_file()
+    step0 = report["step0"]
+    assert set(step0) >= {"reward/accuracy", "reward/admissible", "reward/format", "density/format"}
+    # The format penalty is -0.5 without the tag: a mean of -0.5 * (1 - tag rate). Demonstrations tag 10 %.
+    tag_rate = 1 + step0["reward/format"] / 0.5
+    assert tag_rate <= 0.35
+    tokenizer, model = load_policy(tmp_path)
+    texts, _ = generate(model, tokenizer, ["You are in the hall. You see: mug, key. Goal: get the key. The key is "
+                                           "in the hall.\nAction 1: take key\nAction 2: go to office\nAssistant:\n"] * 32,
+                        seed=0, max_new_tokens=20)
+    # ... yet the policy answers in the demonstrations' layout (it learned the task, not noise).
+    assert sum(("Action:" in t) or ("<action>" in t) for t in texts) >= 16
+
+
+def test_tokenizer_round_trips_the_task_text():
+    texts = ['<think>plan</think>\n<tool_call>\n{"name": "x", "parameters": {}}\n</tool_call>', "2 + 3 = 5. \\boxed{5}"]
+    tokenizer = train_tokenizer(texts * 20, 300)
+    for text in texts + ["unseen wörds\t and  spaces"]:
+        assert tokenizer.decode(tokenizer(text)["input_ids"]) == text
+
+
+def test_git_revision_outside_a_checkout_says_unknown(monkeypatch):
+    def no_git(*args, **kwargs):
+        raise FileNotFoundError("git")
+
+    monkeypatch.setattr(trainer_module.subprocess, "run", no_git)
+    assert trainer_module.git_revision() == "revision: unknown\ndirty: unknown\n"
