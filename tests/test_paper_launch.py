@@ -156,3 +156,65 @@ def test_every_run_composes_into_verls_config_and_passes_its_checks(experiment, 
                 expected = [str(v) for v in value] if isinstance(value, list) else value
                 got = [str(v) for v in node] if isinstance(value, list) else node
                 assert got == expected, key
+
+
+def test_train_writes_provenance_links_checkpoints_and_resumes(experiment, tmp_path, monkeypatch):
+    """`train` with verl replaced by a stand-in that logs like verl's file logger and saves like its checkpointer."""
+    import json
+    import subprocess
+
+    import pandas as pd
+    import yaml
+
+    from dara.verl_plugin import launch
+
+    real_run = subprocess.run
+    calls = []
+
+    def fake_verl(command, env=None, check=False, cwd=None, **kwargs):
+        if "dara.verl_plugin.main" not in command:
+            return real_run(command, env=env, check=check, cwd=cwd, **kwargs)
+        calls.append((command, env))
+        attempt = len(calls)
+        run_dir = tmp_path / "results" / "runs" / "toolcall-qwen2.5-1.5b" / "dara_asym" / "G4" / "seed1"
+        with open(env["VERL_FILE_LOGGER_PATH"], "w") as log:
+            for step in (range(1, 3) if attempt == 1 else range(2, 4)):
+                data = {"training/global_step": step, "dara/reward/format": 0.1 * step + attempt,
+                        "dara/reward/correctness": 1.0, "dara/density/format": 0.5}
+                log.write(json.dumps({"step": step, "data": data}) + "\n")
+        export = run_dir / "verl_checkpoints" / f"global_step_{attempt + 1}" / "actor" / "huggingface"
+        export.mkdir(parents=True)
+        (export / "config.json").write_text("{}")
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(launch.subprocess, "run", fake_verl)
+    run = find_run(experiment, "toolcall-qwen2.5-1.5b", "dara_asym", 4, 1)
+    out = launch.train(run, tmp_path / "results", data_dir=tmp_path / "data")
+    run_dir = out.parent
+    assert out == tmp_path / "results" / "runs" / "toolcall-qwen2.5-1.5b" / "dara_asym" / "G4" / "seed1" / "metrics.parquet"
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert config["run"] == {"task": "toolcall", "model": "qwen2.5-1.5b", "method": "dara_asym", "group_size": 4,
+                             "seed": 1, "targets": ["toolcall", "group_size"]}
+    assert config["verl_overrides"]["algorithm.adv_estimator"] == "dara_asym"
+    assert (run_dir / "git_revision.txt").read_text().strip()
+    command, env = calls[0]
+    assert "+algorithm.dara.reward_keys=[format,correctness]" in command
+    assert env["VERL_FILE_LOGGER_PATH"].endswith("verl_logs/attempt1.jsonl")
+    assert (run_dir / "checkpoints" / "step2" / "config.json").is_file()
+
+    launch.train(run, tmp_path / "results", data_dir=tmp_path / "data")  # a resumed attempt
+    assert calls[1][1]["VERL_FILE_LOGGER_PATH"].endswith("verl_logs/attempt2.jsonl")
+    frame = pd.read_parquet(out)
+    assert frame["step"].tolist() == [1, 2, 3]
+    assert frame["reward/format"].round(6).tolist() == [1.1, 2.2, 2.3]  # steps 2-3 from the second attempt
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["step2", "step3"]
+
+
+def test_primary_models_must_be_given_for_every_task(experiment, tmp_path):
+    broken = copy.deepcopy(experiment)
+    del broken["settings"]["paper"]["primary_models"]["toolcall3"]
+    with pytest.raises(PaperConfigError, match="primary_models/toolcall3"):
+        load_paper_experiment(_write(tmp_path, broken))
+    runs = paper_runs(experiment)
+    assert {(r.task, r.model) for r in runs if r.is_primary} == {
+        ("toolcall", "qwen2.5-1.5b"), ("toolcall3", "qwen2.5-1.5b"), ("math_length", "r1-distill-1.5b")}
