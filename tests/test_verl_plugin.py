@@ -252,3 +252,23 @@ def test_non_dara_estimators_go_through_verls_step(monkeypatch, sparse_batch):
 def test_reward_extra_columns_rejects_samples_without_reward_info():
     with pytest.raises(ValueError, match="sample 1"):
         reward_extra_columns([{"reward_extra_info": {"format": 1.0}}, {}], ["format"])
+
+
+def test_the_dara_trainer_behaves_as_verls_sync_trainer(tmp_path):
+    """Selected as trainer_mode=dara_sync, it still takes every "sync" branch of verl (e.g. the sync replay buffer)."""
+    import os
+
+    from hydra import compose, initialize_config_dir
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+
+    config_dir = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
+    with initialize_config_dir(config_dir=config_dir, version_base=None):
+        cfg = compose(config_name="ppo_trainer", overrides=[f"trainer.v1.trainer_mode={TRAINER_MODE}",
+                                                            "algorithm.adv_estimator=dara_sym"])
+    trainer = object.__new__(DaraPPOTrainer)
+    trainer.config = cfg
+    trainer.trainer_mode = cfg.trainer.v1.trainer_mode
+    assert trainer.trainer_mode == "sync"
+    assert type(trainer._build_replay_buffer()) is ReplayBuffer
+    with pytest.raises(ValueError, match="colocate_async"):
+        trainer.trainer_mode = "colocate_async"

@@ -53,6 +53,17 @@ def reward_extra_columns(extra_fields, reward_keys) -> dict[str, np.ndarray]:
 class DaraPPOTrainer(PPOTrainerSync):
     """`PPOTrainerSync` with the DARA advantage step (see the module docstring)."""
 
+    # verl 0.9.1 compares `self.trainer_mode` with "sync" to pick the replay buffer, refill and checkpoint paths;
+    # selecting this class by its registry name must not change any of that.
+    @property
+    def trainer_mode(self) -> str:
+        return "sync"
+
+    @trainer_mode.setter
+    def trainer_mode(self, name: str) -> None:
+        if name not in (TRAINER_MODE, "sync"):
+            raise ValueError(f"{type(self).__name__} runs as trainer_mode {TRAINER_MODE!r}, got {name!r}")
+
     def _compute_advantage(self, batch, metrics: dict):
         estimator = str(self.config.algorithm.adv_estimator)
         method = METHOD_BY_VERL_NAME.get(estimator)
