@@ -45,7 +45,10 @@ def test_attempts_merge_with_the_later_attempt_winning(tmp_path):
         + training_record(2, 0.2, 0.5)
         + '{"step": 3, "data": {"dara/re'  # the job was killed mid-line
     )
-    (logs / "attempt2.jsonl").write_text(training_record(2, 0.3, 0.75) + training_record(3, 0.4, 1.0))
+    validation = {"val-core/rlla/format/mean@1": 0.85, "val-aux/rlla/correctness/mean@1": 1.5}
+    (logs / "attempt2.jsonl").write_text(
+        training_record(2, 0.3, 0.75) + training_record(3, 0.4, 1.0).replace('{"training', json.dumps(validation)[:-1] + ', "training')
+    )
     out = tmp_path / "metrics.parquet"
     convert_run_logs(logs, ["format", "correctness"], out)
     frame = pd.read_parquet(out)
@@ -58,6 +61,8 @@ def test_attempts_merge_with_the_later_attempt_winning(tmp_path):
     assert row["entropy"] == 0.7 and row["response_length"] == 210.0 and row["clip_fraction"] == 0.01
     assert row["kl"] == 0.002 and row["seconds"] == 80.0
     assert row["verl/actor/entropy"] == 0.7  # every verl metric kept under its own name
+    assert frame["val/format"].isna().tolist() == [True, True, False] and frame["val/format"].iloc[2] == 0.85
+    assert frame["val/correctness"].iloc[2] == 1.5
     assert not list(tmp_path.glob(".metrics.parquet.*"))  # atomic write leaves no temporary file
 
 

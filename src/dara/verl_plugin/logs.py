@@ -6,7 +6,7 @@ re-logs the steps after its checkpoint, and the later attempt wins for a step lo
 
 Columns follow the tiny scale (`dara.tiny.trainer`): ``step``, ``reward/<name>``, ``density/<name>``,
 ``weight/<name>``, ``active_groups/<name>``, ``energy_pos/<name>``, ``energy_neg/<name>`` (and the calibrated
-energies), ``n_groups``, ``entropy``, ``response_length``, ``clip_fraction``, ``kl``, ``seconds``; every verl
+energies), ``n_groups``, ``val/<name>`` (held-out validation means, on validation steps), ``entropy``, ``response_length``, ``clip_fraction``, ``kl``, ``seconds``; every verl
 metric is kept as well under its own name (``verl/<name>``), so nothing the trainer logged is lost.
 """
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -32,6 +33,10 @@ VERL_COLUMNS = {
     "seconds": ("timing_s/step",),
     "score": ("critic/score/mean",),
 }
+
+
+# verl's validation metrics: val-core/<data_source>/<reward key>/mean@<n> (val-aux for the non-core ones).
+VALIDATION_KEY = re.compile(r"^val-(?:core|aux)/[^/]+/(?P<name>[^/]+)/mean@\d+$")
 
 
 def read_jsonl_logs(paths: Sequence[str | Path]) -> dict[int, dict[str, float]]:
@@ -69,6 +74,10 @@ def metrics_frame(steps: dict[int, dict[str, float]], reward_names: Iterable[str
                 row[key[len(DARA_PREFIX):]] = _number(value)
         for name in reward_names:
             row.setdefault(f"reward/{name}", math.nan)
+        for key, value in data.items():  # held-out validation (every test_freq steps): val/<reward key>
+            match = VALIDATION_KEY.match(key)
+            if match and match["name"] in reward_names:
+                row[f"val/{match['name']}"] = _number(value)
         for column, sources in VERL_COLUMNS.items():
             row[column] = next((_number(data[s]) for s in sources if s in data), math.nan)
         for key, value in data.items():
