@@ -102,6 +102,9 @@ def test_aggregation_matches_hand_computation():
     assert groups["non_live_format"] == pytest.approx((2 / 3 + 1 + 1 + 0.5) / 4)
     assert groups["live_format"] == pytest.approx(3 / 8)
     assert groups["multi_turn_format"] == pytest.approx(0.5)
+    assert "average_length" not in groups  # no case carries a length score
+    with_length = agg.aggregate(agg.category_means([{**case, "length": 1.0 - case["format"]} for case in cases]))
+    assert with_length["live_length"] == pytest.approx(5 / 8)
 
 
 def test_aggregation_refuses_missing_categories_and_bad_records():
@@ -137,12 +140,13 @@ def test_ground_truth_in_toolrl_format_scores_full_marks(tmp_path):
     assert set(per_category) == set(agg.PAPER_CATEGORIES)
     for category, result in per_category.items():
         assert result["format"] == 1.0, category
+        assert result["length"] == 1.0, category  # the reference answers think in 8 words
         # Java collections are written back as Java source only approximately by the reference renderer
         assert result["accuracy"] >= (0.5 if category == "simple_java" else 1.0), (category, result)
-    groups = scores["groups"]
+    groups = scores["metrics"]
     assert groups["live_accuracy"] == 1.0 and groups["multi_turn_accuracy"] == 1.0
     assert groups["non_live_accuracy"] >= 0.95
-    assert groups["average_format"] == 1.0
+    assert groups["average_format"] == 1.0 and groups["average_length"] == 1.0
 
 
 PERTURBED_CATEGORIES = ["simple_python", "parallel", "live_multiple", "multi_turn_base"]
@@ -188,7 +192,7 @@ def test_custom_entries_score_with_the_ast_checker(tmp_path):
     scored = json.loads((tmp_path / "out.json").read_text())
     assert [c["valid"] for c in scored["cases"]] == [True, False, False]
     assert [c["format"] for c in scored["cases"]] == [1.0, 1.0, 0.0]
-    assert scored["groups"] is None  # not the paper's categories: no group aggregate
+    assert scored["metrics"] is None  # not the paper's categories: no group aggregate
 
 
 @needs_bfcl_env

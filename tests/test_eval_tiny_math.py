@@ -48,8 +48,9 @@ def test_score_samples_matches_hand_computation():
     a, b = scores["benchmarks"]["a"], scores["benchmarks"]["b"]
     assert a == {"questions": 2, "samples": 4, "accuracy": 0.5, "exceed": 0.25, "joint": 0.25}
     assert b["accuracy"] == 0.5 and b["exceed"] == 0.0 and b["joint"] == 0.5
-    assert scores["macro_accuracy"] == 0.5  # unweighted over benchmarks
-    assert scores["macro_exceed"] == 0.125
+    assert scores["metrics"]["macro_accuracy"] == 0.5  # unweighted over benchmarks
+    assert scores["metrics"]["macro_exceed"] == 0.125
+    assert scores["metrics"]["macro_joint"] == (0.25 + 0.5) / 2
     with pytest.raises(ValueError, match="lacks"):
         math_eval.score_samples([{"benchmark": "a"}])
     with pytest.raises(ValueError, match="n_tokens"):

@@ -1,8 +1,9 @@
 """BFCL-v4 category lists and the paper's aggregation (PAPER.md section D), in plain Python.
 
-Importable in both environments. Input: per-case records `{"id", "category", "valid", "format"}`
-(`valid` bool from bfcl-eval's checker, `format` in [0, 1]). Output: per-category means and the
-Non-Live / Live / Multi-Turn / Average accuracy and Format, as fractions in [0, 1].
+Importable in both environments. Input: per-case records `{"id", "category", "valid", "format"}` and
+optionally `"length"` (`valid` bool from bfcl-eval's checker, `format` and `length` in [0, 1]). Output:
+per-category means and the Non-Live / Live / Multi-Turn / Average accuracy, Format (and Length when every
+case has one; PAPER.md D aggregates it like Format), as fractions in [0, 1].
 
     Non-Live   = mean(Simple, multiple, parallel, parallel_multiple), Simple = mean(python, java, javascript)
     Live       = case-weighted over live_simple, live_multiple, live_parallel, live_parallel_multiple
@@ -35,7 +36,7 @@ PAPER_CASE_COUNTS = {
     "multi_turn_miss_func": 200, "multi_turn_miss_param": 200, "multi_turn_long_context": 200,
 }  # fmt: skip
 GROUPS = ("non_live", "live", "multi_turn")
-METRICS = ("accuracy", "format")
+METRICS = ("accuracy", "format", "length")
 
 
 def category_of(case_id: str) -> str:
@@ -47,21 +48,24 @@ def category_of(case_id: str) -> str:
 
 
 def category_means(cases: Iterable[Mapping]) -> dict[str, dict[str, float]]:
-    """Per category: number of cases and mean accuracy / format."""
-    sums: dict[str, dict[str, float]] = defaultdict(lambda: {"n": 0, "accuracy": 0.0, "format": 0.0})
+    """Per category: number of cases and mean accuracy / format (/ length, if every case has one)."""
+    cases = list(cases)
+    scored = [m for m in ("format", "length") if cases and all(m in case for case in cases)]
+    sums: dict[str, dict[str, float]] = defaultdict(lambda: {"n": 0, "accuracy": 0.0, **{m: 0.0 for m in scored}})
     for case in cases:
         missing = {"category", "valid", "format"} - set(case)
         if missing:
             raise ValueError(f"case {case.get('id')!r} lacks {sorted(missing)}")
-        fmt = float(case["format"])
-        if not 0.0 <= fmt <= 1.0:
-            raise ValueError(f"case {case.get('id')!r}: format {fmt} outside [0, 1]")
         entry = sums[case["category"]]
         entry["n"] += 1
         entry["accuracy"] += float(bool(case["valid"]))
-        entry["format"] += fmt
+        for metric in scored:
+            value = float(case[metric])
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"case {case.get('id')!r}: {metric} {value} outside [0, 1]")
+            entry[metric] += value
     return {
-        category: {"n": entry["n"], **{m: entry[m] / entry["n"] for m in METRICS}}
+        category: {"n": entry["n"], **{m: entry[m] / entry["n"] for m in entry if m != "n"}}
         for category, entry in sums.items()
     }
 
@@ -74,13 +78,13 @@ def aggregate(per_category: Mapping[str, Mapping[str, float]]) -> dict[str, floa
     """Group scores from `category_means` output; every paper category must be present.
 
     Returns keys `<group>_<metric>` for group in non_live/live/multi_turn/average and metric in
-    accuracy/format.
+    accuracy/format (/length).
     """
     missing = [c for c in PAPER_CATEGORIES if c not in per_category]
     if missing:
         raise ValueError(f"cannot aggregate BFCL scores: categories missing: {missing}")
     out: dict[str, float] = {}
-    for metric in METRICS:
+    for metric in [m for m in METRICS if all(m in per_category[c] for c in PAPER_CATEGORIES)]:
         simple = _mean([per_category[c][metric] for c in SIMPLE_CATEGORIES])
         non_live = _mean(
             [simple] + [per_category[c][metric] for c in ("multiple", "parallel", "parallel_multiple")]

@@ -9,9 +9,10 @@ single-turn entry (tiny scale) carrying its own docs and answers:
 `{"id": ..., "category": "simple"|"multiple"|"parallel"|"parallel_multiple"|"irrelevance",
 "function": [...], "ground_truth": [{name: {param: [accepted values]}}] (irrelevance: []), "outputs": "..."}`.
 
-`scores.json`: per case `valid` (bfcl-eval's verdict), `format` (PAPER.md D Format metric) and
-`error_type`; per category n / accuracy / format; the paper's group aggregates when all 14 categories
-are present. The multi-turn checker `eval`s decoded calls against simulated APIs by design, which is why
+`scores.json`: `metrics`, the paper's group aggregates (`<non_live|live|multi_turn|average>_<accuracy|
+format|length>`, fractions) when all 14 categories are present, else null; per category n / accuracy /
+format / length; per case `valid` (bfcl-eval's verdict), `format` (PAPER.md D Format metric), `length`
+(think block of at most 16 words, the three-reward study's Length) and `error_type`. The multi-turn checker `eval`s decoded calls against simulated APIs by design, which is why
 this runs as its own process.
 """
 
@@ -26,7 +27,7 @@ from pathlib import Path
 from dara.evaluation.bfcl_aggregate import PAPER_CATEGORIES, aggregate, category_means, category_of
 from dara.evaluation.bfcl_data import load_entries, load_possible_answers, set_scratch_root
 from dara.evaluation.io import write_json_atomic
-from dara.evaluation.toolrl_format import case_format
+from dara.evaluation.toolrl_format import case_format, case_think_length
 
 # Custom (tiny-scale) entries: the AST categories, and "irrelevance" (no listed tool fits: valid iff no call).
 CUSTOM_CATEGORIES = ("simple", "multiple", "parallel", "parallel_multiple", "irrelevance")
@@ -120,6 +121,7 @@ class Scorer:
             "category": category,
             "valid": bool(verdict["valid"]),
             "format": case_format(_flatten_outputs(case["outputs"])),
+            "length": case_think_length(_flatten_outputs(case["outputs"])),
             "error_type": _error_type(verdict),
         }
 
@@ -164,9 +166,9 @@ def score_cases(cases: Sequence[Mapping]) -> dict:
     return {
         "model": scorer.model_name,
         "bfcl_eval_version": version("bfcl-eval"),
-        "cases": scored,
+        "metrics": aggregate(per_category) if complete else None,
         "categories": per_category,
-        "groups": aggregate(per_category) if complete else None,
+        "cases": scored,
     }
 
 

@@ -152,8 +152,8 @@ def grade(responses: Sequence[str], answers: Sequence[str]) -> list[bool]:
 def score_samples(samples: Sequence[Mapping], token_budget: int = TOKEN_BUDGET) -> dict:
     """Samples `{"benchmark", "question", "answer", "text", "n_tokens", "truncated"}` -> metrics (fractions).
 
-    Returns `{"benchmarks": {name: {"questions", "samples", "accuracy", "exceed", "joint"}}, "macro_accuracy",
-    "macro_exceed", "macro_joint"}`.
+    Returns `{"metrics": {"macro_accuracy", "macro_exceed", "macro_joint"}, "benchmarks": {name: {"questions",
+    "samples", "accuracy", "exceed", "joint"}}}`.
     """
     if not samples:
         raise ValueError("no samples to score")
@@ -180,10 +180,8 @@ def score_samples(samples: Sequence[Mapping], token_budget: int = TOKEN_BUDGET) 
             "exceed": sum(not within for _, within in flat) / len(flat),
             "joint": sum(ok and within for ok, within in flat) / len(flat),
         }
-    out = {"benchmarks": benchmarks}
-    for metric in ("accuracy", "exceed", "joint"):
-        out[f"macro_{metric}"] = sum(b[metric] for b in benchmarks.values()) / len(benchmarks)
-    return out
+    macro = {f"macro_{m}": sum(b[m] for b in benchmarks.values()) / len(benchmarks) for m in ("accuracy", "exceed", "joint")}
+    return {"metrics": macro, "benchmarks": benchmarks}
 
 
 # ------------------------------------------------------------------------------------------ generation

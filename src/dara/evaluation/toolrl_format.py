@@ -178,3 +178,13 @@ def case_format(outputs: Sequence[str]) -> float:
     if not outputs:
         return 0.0
     return sum(format_score(output) for output in outputs) / len(outputs)
+
+
+def case_think_length(outputs: Sequence[str], max_words: int = 16) -> float:
+    """Mean think-length reward (last think block of at most `max_words` words) over a case's outputs; 0 if none.
+    The three-reward study's Length metric, aggregated like Format (PAPER.md B, D)."""
+    from dara.rewards.toolrl import think_length_reward
+
+    if not outputs:
+        return 0.0
+    return sum(think_length_reward(output, max_words=max_words) for output in outputs) / len(outputs)
