@@ -121,3 +121,14 @@ def test_generate_is_reproducible_from_a_seed(act_policy):
     first = generate(model, tokenizer, prompts, seed=3, max_new_tokens=8)
     assert first == generate(model, tokenizer, prompts, seed=3, max_new_tokens=8)
     assert all(n <= 8 for n in first[1])
+
+
+def test_wandb_receives_the_metrics_offline_without_a_key(act_policy, tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    train(_args(act_policy, tmp_path, steps=1, wandb=True))
+    runs = list((tmp_path / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1
+    assert list(runs[0].glob("*.wandb"))  # the offline log that `wandb sync` would upload
