@@ -139,7 +139,8 @@ def test_every_run_composes_into_verls_config_and_passes_its_checks(experiment, 
     config_dir = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
     with initialize_config_dir(config_dir=config_dir, version_base=None):
         for run in shapes.values():
-            values = verl_overrides(run, tmp_path / "run")
+            values = verl_overrides(run, tmp_path / "run", env={"VERL_FILE_LOGGER_PATH": str(tmp_path / "a.jsonl"),
+                                                                **run.settings.get("env", {})})
             cfg = compose(config_name="ppo_trainer", overrides=hydra_overrides(values))
             validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
             omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)
@@ -200,6 +201,9 @@ def test_train_writes_provenance_links_checkpoints_and_resumes(experiment, tmp_p
     command, env = calls[0]
     assert "+algorithm.dara.reward_keys=[format,correctness]" in command
     assert env["VERL_FILE_LOGGER_PATH"].endswith("verl_logs/attempt1.jsonl")
+    # every verl process (also on a Ray cluster started before the run) gets the logger path, as an absolute path
+    assert f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH={env['VERL_FILE_LOGGER_PATH']}" in command
+    assert config["verl_overrides"]["trainer.default_local_dir"] == str(run_dir.absolute() / "verl_checkpoints")
     assert (run_dir / "checkpoints" / "step2" / "config.json").is_file()
 
     launch.train(run, tmp_path / "results", data_dir=tmp_path / "data")  # a resumed attempt

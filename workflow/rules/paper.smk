@@ -72,7 +72,7 @@ if SCALE == "paper":
             gpus_per_node=paper_resource("gpus_per_node"),
             runtime=paper_resource("runtime_minutes"),
         params:
-            results=RESULTS,
+            results=subpath(output[0], ancestor=6),
         shell:
             "bash profiles/slurm/ray_job.sh python -m dara.verl_plugin.launch train --run-task {wildcards.run_task}"
             " --method {wildcards.method} --group-size {wildcards.group_size} --seed {wildcards.seed}"

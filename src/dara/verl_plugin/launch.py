@@ -36,7 +36,8 @@ from dara.verl_plugin.estimators import VERL_ESTIMATOR_NAMES
 REPO_ROOT = Path(__file__).resolve().parents[3]
 REWARDS_MODULE = "pkg://dara.verl_plugin.rewards"
 # Keys verl's config does not define: Hydra needs "+" to add them.
-NEW_KEY_PREFIXES = ("algorithm.dara.", "reward.custom_reward_function.reward_kwargs.")
+NEW_KEY_PREFIXES = ("algorithm.dara.", "reward.custom_reward_function.reward_kwargs.",
+                    "ray_kwargs.ray_init.runtime_env.env_vars.")
 PAPER_KEYS = {
     "global": {"verl_version", "logger", "wandb_project", "data_dir", "models", "target_models", "primary_models",
                "verl"},
@@ -204,15 +205,20 @@ def _per_group(total: int, group_size: int, what: str) -> int:
     return total // group_size
 
 
-def verl_overrides(run: PaperRun, run_dir: str | Path, data_dir: str | Path | None = None) -> dict[str, Any]:
-    """The verl config values of one run, by dotted key (`hydra_overrides` renders them)."""
+def verl_overrides(run: PaperRun, run_dir: str | Path, data_dir: str | Path | None = None,
+                   env: dict[str, str] | None = None) -> dict[str, Any]:
+    """The verl config values of one run, by dotted key (`hydra_overrides` renders them).
+
+    Paths are made absolute (Ray workers do not share the launcher's working directory). ``env`` goes into Ray's
+    runtime environment, so every verl process sees it, also on a cluster that was started before this run.
+    """
     s = run.settings
     for required in ("dataset", "reward_function", "reward_keys", "steps", "responses_per_step",
                      "mini_batch_responses", "hf_id", "resources"):
         if required not in s:
             raise PaperConfigError(f"run {run.run_task}/{run.method}: paper setting {required!r} is missing")
-    data = Path(data_dir or s["data_dir"]) / s["dataset"]
-    run_dir = Path(run_dir)
+    data = (Path(data_dir or s["data_dir"]) / s["dataset"]).absolute()
+    run_dir = Path(run_dir).absolute()
     resources = s["resources"]
     logger = list(s.get("logger", ["console", "file"]))
     if "file" not in logger:
@@ -253,6 +259,8 @@ def verl_overrides(run: PaperRun, run_dir: str | Path, data_dir: str | Path | No
         if "static_weights" not in s["shared"]:
             raise PaperConfigError(f"{run.method} needs settings.static_weights in its target")
         values["algorithm.dara.static_weights"] = [float(w) for w in s["shared"]["static_weights"]]
+    for name, value in (env or {}).items():
+        values[f"ray_kwargs.ray_init.runtime_env.env_vars.{name}"] = str(value)
     for key, value in s.get("reward_kwargs", {}).items():
         values[f"reward.custom_reward_function.reward_kwargs.{key}"] = value
     if s.get("token_count_reward_manager"):
@@ -284,14 +292,16 @@ def hydra_overrides(values: dict[str, Any]) -> list[str]:
     return [("+" if key.startswith(NEW_KEY_PREFIXES) else "") + f"{key}={_render(value)}" for key, value in values.items()]
 
 
-def verl_command(run: PaperRun, run_dir: str | Path, data_dir: str | Path | None = None) -> list[str]:
-    return [sys.executable, "-m", "dara.verl_plugin.main", *hydra_overrides(verl_overrides(run, run_dir, data_dir))]
+def verl_command(run: PaperRun, run_dir: str | Path, data_dir: str | Path | None = None,
+                 env: dict[str, str] | None = None) -> list[str]:
+    values = verl_overrides(run, run_dir, data_dir, env)
+    return [sys.executable, "-m", "dara.verl_plugin.main", *hydra_overrides(values)]
 
 
-def run_environment(run: PaperRun, run_dir: str | Path, attempt_log: str | Path) -> dict[str, str]:
+def run_environment(run: PaperRun, attempt_log: str | Path) -> dict[str, str]:
+    """Environment of a run's verl processes: the model's variables and the file logger's path."""
     env = {str(k): str(v) for k, v in run.settings.get("env", {}).items()}
-    env["VERL_FILE_LOGGER_PATH"] = str(attempt_log)
-    env["VERL_USE_EXTERNAL_PLUGINS"] = os.environ.get("VERL_USE_EXTERNAL_PLUGINS", "auto")
+    env["VERL_FILE_LOGGER_PATH"] = str(Path(attempt_log).absolute())
     return env
 
 
@@ -334,14 +344,15 @@ def train(run: PaperRun, results: str | Path = "results/paper", data_dir: str | 
     log_dir.mkdir(parents=True, exist_ok=True)
     attempt = 1 + max((int(p.stem.removeprefix("attempt")) for p in log_dir.glob("attempt*.jsonl")), default=0)
     attempt_log = log_dir / f"attempt{attempt}.jsonl"
-    values = verl_overrides(run, run_dir, data_dir)
+    run_env = run_environment(run, attempt_log)
+    values = verl_overrides(run, run_dir, data_dir, run_env)
     command = [sys.executable, "-m", "dara.verl_plugin.main", *hydra_overrides(values)]
     config = {"run": {"task": run.task, "model": run.model, "method": run.method, "group_size": run.group_size,
                       "seed": run.seed, "targets": list(run.targets)},
               "settings": run.settings, "verl_overrides": values, "command": shlex.join(command)}
     _atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(config, sort_keys=False))
     _atomic_write_text(run_dir / "git_revision.txt", _git_revision() + "\n")
-    env = {**os.environ, **run_environment(run, run_dir, attempt_log)}
+    env = {**os.environ, **run_env}
     subprocess.run(command, env=env, check=True, cwd=REPO_ROOT)
     link_hf_checkpoints(run_dir)
     out = run_dir / "metrics.parquet"
@@ -371,9 +382,9 @@ def main(argv: list[str] | None = None) -> None:
     run = find_run(experiment, args.run_task, args.method, args.group_size, args.seed)
     if args.action == "command":
         run_dir = run.run_dir(args.results)
-        env = run_environment(run, run_dir, run_dir / "verl_logs" / "attempt1.jsonl")
-        print(" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()), shlex.join(verl_command(run, run_dir,
-                                                                                                args.data_dir)))
+        env = run_environment(run, run_dir / "verl_logs" / "attempt1.jsonl")
+        print(" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()),
+              shlex.join(verl_command(run, run_dir, args.data_dir, env)))
         return
     print(train(run, args.results, args.data_dir))
 
