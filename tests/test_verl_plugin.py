@@ -272,3 +272,16 @@ def test_the_dara_trainer_behaves_as_verls_sync_trainer(tmp_path):
     assert type(trainer._build_replay_buffer()) is ReplayBuffer
     with pytest.raises(ValueError, match="colocate_async"):
         trainer.trainer_mode = "colocate_async"
+
+
+def test_dara_grpo_equals_verls_grpo_on_the_summed_score(monkeypatch, sparse_batch):
+    """GRPO keeps verl's meaning (z-score of the summed token reward) and adds the channel diagnostics."""
+    rewards, lengths, groups = sparse_batch
+    put, metrics, uids = run_step(monkeypatch, "dara_grpo", rewards, lengths, groups)
+    width = max(lengths)
+    mask = (torch.arange(width)[None, :] < torch.tensor(lengths)[:, None]).to(torch.int64)
+    scores = torch.zeros(len(lengths), width)
+    scores[torch.arange(len(lengths)), torch.tensor(lengths) - 1] = torch.tensor(rewards.sum(axis=1), dtype=torch.float32)
+    expected, _ = core_algos.compute_grpo_outcome_advantage(scores, mask, np.array(uids, dtype=object))
+    torch.testing.assert_close(padded(put["advantages"]), expected, atol=2e-5, rtol=1e-5)
+    assert metrics["dara/weight/correctness"] == 1.0 and "dara/density/correctness" in metrics
