@@ -28,6 +28,13 @@ def _label_methods(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(method=[palette.label(m) for m in frame["method"]])
 
 
+def _measured(merged: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """Rows we measured, and a sentence naming the methods only the paper has."""
+    only_paper = sorted(set(merged.loc[merged["ours"].isna(), "method"]) - set(merged.loc[merged["ours"].notna(), "method"]))
+    note = f"Only in the paper (not run at this scale): {', '.join(palette.label(m) for m in palette.ordered(only_paper))}." if only_paper else ""
+    return merged[merged["ours"].notna()], note
+
+
 def _revision() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
@@ -90,25 +97,26 @@ def main(argv=None):
         measured = sorted(set(ours["metric"]))
         unmeasured = sorted(set(paper["metric"]) - set(measured))
         paper = paper[(paper["model_size"] == "1.5B") & paper["metric"].isin(measured)]
-        merged = table_comparison(pd.concat([base, ours]), paper)
+        merged, only_paper = _measured(table_comparison(pd.concat([base, ours]), paper))
         lines += ["## Table 1: held-out tool-calling accuracy and format (paper: BFCL-v4, 1.5B, step 100)", "",
                   "Ours: every run at the final checkpoint (the retained-runs cohort is in `tables/table1.md`); "
                   "`base` = the step-0 policy. Methods with an empty side were not run there. "
-                  f"Not measured at this scale: {', '.join(unmeasured) or 'none'}.", "",
+                  f"Not measured at this scale: {', '.join(unmeasured) or 'none'}. {only_paper}", "",
                   _label_methods(merged).to_markdown(index=False, floatfmt=".2f"), ""]
     if table2 is not None:
         paper = pd.read_csv(reference / "three_rewards.csv")
         paper = paper.rename(columns={"value": "mean"}).assign(sd=np.nan)
-        merged = table_comparison(table2, paper, on=("method", "metric", "n_rewards"))
-        lines += ["## Table 2: two vs three rewards (paper: 1.5B, step 100)", "",
+        merged, only_paper = _measured(table_comparison(table2, paper, on=("method", "metric", "n_rewards")))
+        lines += ["## Table 2: two vs three rewards (paper: 1.5B, step 100)", "", only_paper, "",
                   _label_methods(merged).to_markdown(index=False, floatfmt=".2f"), ""]
     if table4a is not None:
         paper = pd.read_csv(reference / "math_macro.csv")
         paper = paper[paper["note"].fillna("").str.startswith("static vs dynamic")]
         paper = paper.melt(id_vars=["method"], value_vars=["accuracy", "exceed", "joint"], var_name="metric",
                            value_name="mean").replace({"metric": {"accuracy": "macro_pass1"}}).assign(sd=np.nan)
-        merged = table_comparison(table4a, paper)
+        merged, only_paper = _measured(table_comparison(table4a, paper))
         lines += ["## Table 4a: static vs dynamic weights (paper: R1-Distill-1.5B, checkpoint not stated)", "",
+                  only_paper, "",
                   _label_methods(merged).to_markdown(index=False, floatfmt=".2f"), ""]
     lines += ["## Table 4b: instruct vs thinking", "", "Not reproduced at this scale; see `tables/table4b.md`.", ""]
     if stable is not None:

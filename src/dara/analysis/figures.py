@@ -36,7 +36,7 @@ plt.rcParams.update(
 
 def scale_note(scale: str) -> str:
     """Suffix for titles: paper-scale figures need none; smaller scales must not pass for the paper's."""
-    return "" if scale == "paper" else f" [{scale} scale, not the paper's setting]"
+    return "" if scale == "paper" else f"\n[{scale} scale: tiny CPU tasks and policies, not the paper's setting]"
 
 
 def new_figure(n_panels: int, width_per_panel: float = 3.2, height: float = 2.6):

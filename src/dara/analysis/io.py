@@ -39,6 +39,6 @@ def save_figure(figure, stem) -> list[Path]:
     for suffix, options in ((".png", {"dpi": 200}), (".pdf", {})):
         target = stem.parent / f"{stem.name}{suffix}"
         written.append(
-            _atomic(target, lambda temporary, s=suffix, o=options: figure.savefig(temporary, format=s[1:], **o))
+            _atomic(target, lambda temporary, s=suffix, o=options: figure.savefig(temporary, format=s[1:], bbox_inches="tight", **o))
         )
     return written
