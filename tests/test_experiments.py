@@ -27,11 +27,11 @@ def test_shipped_experiments_validate_and_every_run_builds_trainer_args(scale):
 
 def test_tiny_run_matrix_sizes(tiny):
     sizes = {name: len(run_matrix(tiny, name)) for name in TINY_TARGETS}
-    assert sizes == {"toolcall": 24, "math_length": 24, "act_critic": 15, "group_size": 48, "three_rewards": 12,
+    assert sizes == {"toolcall": 24, "math_length": 24, "act_critic": 15, "group_size": 36, "three_rewards": 12,
                      "static_vs_dynamic": 12}
     runs = run_matrix(tiny)
     # group_size shares its G=8 runs with toolcall; static_vs_dynamic is inside math_length.
-    assert len(runs) == 24 + 24 + 15 + 36 + 12
+    assert len(runs) == 24 + 24 + 15 + 27 + 12
     assert len({(r["task"], r["method"], r["group_size"], r["seed"]) for r in runs}) == len(runs)
     shared = run_spec(tiny, "toolcall", "dara_sym", 8, 0)
     assert sorted(shared["targets"]) == ["group_size", "toolcall"]
@@ -129,5 +129,6 @@ def test_warm_start_settings_merge_task_overrides(tiny):
     settings = warm_start_settings(tiny, "math_length")
     assert settings["task_name"] == "math_length"
     assert settings["corpus_items"] == tiny["tasks"]["math_length"]["warm_start"]["corpus_items"]
-    assert settings["sft_steps"] == tiny["warm_start"]["sft_steps"]
+    assert settings["sft_steps"] == tiny["tasks"]["math_length"]["warm_start"]["sft_steps"]
+    assert settings["sft_batch_size"] == tiny["warm_start"]["sft_batch_size"]
     assert settings["max_new_tokens"] == tiny["tasks"]["math_length"]["settings"]["max_new_tokens"]
