@@ -93,7 +93,7 @@ rule report_md:
         config=ANALYSIS_CONFIG,
         tables=[f"{TABLES}/{name}.csv" for name in ("first_crossing", "table1", "table2", "table4a", "survival", "toy")],
         stable=f"{FIGURES}/fig5.csv",
-        metrics=TARGET_METRICS.get("toolcall", []),
+        metrics=sorted({path for paths in TARGET_METRICS.values() for path in paths}),
     output:
         report(f"{RESULTS}/REPORT.md", caption=f"{CAPTIONS}/report_md.rst", category="Report"),
     log:
