@@ -141,8 +141,8 @@ def test_ground_truth_in_toolrl_format_scores_full_marks(tmp_path):
     for category, result in per_category.items():
         assert result["format"] == 1.0, category
         assert result["length"] == 1.0, category  # the reference answers think in 8 words
-        # Java collections are written back as Java source only approximately by the reference renderer
-        assert result["accuracy"] >= (0.5 if category == "simple_java" else 1.0), (category, result)
+        # 2 of the 100 Java answers mix types in an untyped list, which bfcl-eval's Java parser cannot read back
+        assert result["accuracy"] >= (0.75 if category == "simple_java" else 1.0), (category, result)
     groups = scores["metrics"]
     assert groups["live_accuracy"] == 1.0 and groups["multi_turn_accuracy"] == 1.0
     assert groups["non_live_accuracy"] >= 0.95

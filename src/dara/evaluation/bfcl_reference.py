@@ -38,26 +38,42 @@ DONE = "The requested steps are done."
 DECLINE = "I cannot complete this request with the available tools."
 
 
-def _first_accepted(options: list):
-    """The first accepted value that is not the 'may be omitted' marker "", with nested dicts resolved."""
+def _first_literal(options: list):
+    """The first accepted value that is not the 'may be omitted' marker "" (None when only "" is accepted)."""
     for option in options:
         if option != "":
-            return _materialise(option)
+            return option
     return None
 
 
-def _materialise(value):
-    if isinstance(value, dict):  # a dict-typed parameter: each key holds its own list of accepted values
-        resolved = {key: _first_accepted(options) for key, options in value.items()}
-        return {key: item for key, item in resolved.items() if item is not None}
-    if isinstance(value, list):
-        return [_materialise(item) for item in value]
+def _resolve_dict(accepted: dict) -> dict:
+    """A dict-typed value: bfcl-eval lists accepted values per key, one level deep (`dict_checker`)."""
+    resolved = {key: _first_literal(options) for key, options in accepted.items()}
+    return {key: value for key, value in resolved.items() if value is not None}
+
+
+def _first_accepted(options: list):
+    """A parameter's value: its first accepted option, with dict options (and lists of them) resolved."""
+    value = _first_literal(options)
+    if isinstance(value, dict):
+        return _resolve_dict(value)
+    if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
+        return [_resolve_dict(item) for item in value]
     return value
+
+
+def _java_element(value) -> str:
+    """A Java literal as bfcl-eval's `parse_java_value` reads it back (strings quoted)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return f'"{value}"' if isinstance(value, str) else str(value)
 
 
 def _source_literal(value, language: str, type_name: str, item_type: str | None) -> str:
     """A value as Java / JavaScript source text: bfcl-eval expects every Java/JS argument as a string and
-    parses it back by the documented type (`java_type_converter`, `js_type_converter`)."""
+    parses it back by the documented type (`java_type_converter`, `js_type_converter`), whose collection
+    parsers differ in quoting: typed `Array` items are read raw, `ArrayList<String>` items and untyped items
+    as quoted literals."""
     if isinstance(value, str):
         return value
     if isinstance(value, bool):
@@ -67,11 +83,18 @@ def _source_literal(value, language: str, type_name: str, item_type: str | None)
             return f"{value}L"
         if type_name == "float":
             return f"{value}f"
+        if type_name == "HashMap" and isinstance(value, dict):
+            puts = " ".join(f'put("{k}", {_java_element(v)});' for k, v in value.items())
+            return f"new HashMap<String, Object>() {{{{ {puts} }}}}"
         if isinstance(value, list):
-            quoted = [f'"{v}"' if item_type == "String" else _source_literal(v, language, item_type or "", None) for v in value]
             if type_name == "ArrayList":
-                return f"new ArrayList<>(Arrays.asList({', '.join(quoted)}))"
-            return f"new {item_type or 'Object'}[]{{{', '.join(quoted)}}}"
+                items = [_java_element(v) if item_type in (None, "String") else _source_literal(v, language, item_type, None) for v in value]
+                return f"new ArrayList<>(Arrays.asList({', '.join(items)}))"
+            if item_type:
+                items = [v if isinstance(v, str) else _source_literal(v, language, item_type, None) for v in value]
+            else:
+                items = [_java_element(v) for v in value]
+            return f"new {item_type or 'Object'}[]{{{', '.join(items)}}}"
         return str(value)
     return json.dumps(value) if isinstance(value, (list, dict)) else str(value)
 
