@@ -13,7 +13,7 @@ from dara.analysis import palette
 from dara.analysis.claims import claims_markdown
 from dara.analysis.cli import parse_inputs
 from dara.analysis.io import write_text
-from dara.analysis.report import crossing_comparison, headline_claims, table_comparison
+from dara.analysis.report import crossing_comparison, headline_claims, paper_model_size, table_comparison
 from dara.analysis.tables import main_group_size
 
 
@@ -92,17 +92,20 @@ def main(argv=None):
 
     if table1 is not None:
         paper = pd.read_csv(reference / "bfcl_v4_final.csv")
-        ours = table1[table1["cohort"] == "all runs"]
-        base = table1[table1["cohort"].str.startswith("step 0")]
-        measured = sorted(set(ours["metric"]))
-        unmeasured = sorted(set(paper["metric"]) - set(measured))
-        paper = paper[(paper["model_size"] == "1.5B") & paper["metric"].isin(measured)]
-        merged, only_paper = _measured(table_comparison(pd.concat([base, ours]), paper))
-        lines += ["## Table 1: held-out tool-calling accuracy and format (paper: BFCL-v4, 1.5B, step 100)", "",
-                  "Ours: every run at the final checkpoint (the retained-runs cohort is in `tables/table1.md`); "
-                  "`base` = the step-0 policy. Methods with an empty side were not run there. "
-                  f"Not measured at this scale: {', '.join(unmeasured) or 'none'}. {only_paper}", "",
-                  _label_methods(merged).to_markdown(index=False, floatfmt=".2f"), ""]
+        for model, rows in table1.groupby("model", sort=True):
+            size = paper_model_size(str(model))
+            ours = rows[rows["cohort"] == "all runs"]
+            base = rows[rows["cohort"].str.startswith("step 0")]
+            measured = sorted(set(ours["metric"]))
+            unmeasured = sorted(set(paper["metric"]) - set(measured))
+            reference_rows = paper[(paper["model_size"] == size) & paper["metric"].isin(measured)]
+            merged, only_paper = _measured(table_comparison(pd.concat([base, ours]), reference_rows))
+            lines += [f"## Table 1: held-out tool-calling accuracy and format, ours {model} vs paper BFCL-v4 {size}, "
+                      "step 100", "",
+                      "Ours: every run at the final checkpoint (the retained-runs cohort is in `tables/table1.md`); "
+                      "`base` = the step-0 policy. "
+                      f"Not measured at this scale: {', '.join(unmeasured) or 'none'}. {only_paper}", "",
+                      _label_methods(merged).to_markdown(index=False, floatfmt=".2f"), ""]
     if table2 is not None:
         paper = pd.read_csv(reference / "three_rewards.csv")
         paper = paper.rename(columns={"value": "mean"}).assign(sd=np.nan)

@@ -17,43 +17,55 @@ PAPER_COLUMNS = ["live_accuracy", "live_format", "non_live_accuracy", "non_live_
                  "multi_turn_format", "average_accuracy", "average_format"]
 
 
-def main(argv=None):
-    inputs = parse_inputs(__doc__.splitlines()[0], argv)
-    task = inputs.config["tasks"]["tool"]
-    evaluations = inputs.task_evaluations(task)
-    if evaluations is None:
-        write_text(inputs.tables / "table1.md", unavailable_note("Table 1", inputs.scale, f"no evaluations of {task}"))
-        write_csv(inputs.tables / "table1.csv", pd.DataFrame(columns=["cohort", "method", "metric", "mean", "sd", "n", "seeds"]))
-        return
-    mapping = inputs.config["evaluation_metrics"]["tool"]
+def summarise_model(evaluations, mapping, retention_metric, retention_threshold):
+    """Step-0, all-runs and retained-runs summaries of one model's evaluations at its main group size."""
     scores = paper_metrics(evaluations, mapping)
     group_size = main_group_size(scores)  # the group-size sweep is fig3's; the table is at the main G
     scores = scores[scores["G"] == group_size]
     final = final_checkpoint(scores)
     base = scores[scores["step"] == 0].assign(method="base")
-    retention = retain_runs(final, inputs.config["retention"]["metric"], inputs.config["retention"]["threshold"])
-    parts = [summarise_metrics(base, list(mapping), by=["method"]).assign(cohort="step 0 (warm start)")]
-    parts.append(summarise_metrics(final, list(mapping), by=["method"]).assign(cohort="all runs"))
+    retention = retain_runs(final, retention_metric, retention_threshold)
+    parts = []
+    if not base.empty:
+        parts.append(summarise_metrics(base, list(mapping), by=["method"]).assign(cohort="step 0 (base policy)", step=0))
+    final_step = int(final["step"].max())
+    parts.append(summarise_metrics(final, list(mapping), by=["method"]).assign(cohort="all runs", step=final_step))
     if not retention.retained.empty:
-        parts.append(summarise_metrics(retention.retained, list(mapping), by=["method"]).assign(cohort="retained"))
-    summary = pd.concat(parts, ignore_index=True)
-    summary["step"] = [0 if cohort.startswith("step 0") else int(final["step"].max()) for cohort in summary["cohort"]]
-    write_csv(inputs.tables / "table1.csv", summary)
+        parts.append(summarise_metrics(retention.retained, list(mapping), by=["method"])
+                     .assign(cohort="retained", step=final_step))
+    return pd.concat(parts, ignore_index=True).assign(G=group_size), retention
 
+
+def main(argv=None):
+    inputs = parse_inputs(__doc__.splitlines()[0], argv)
+    task = inputs.config["tasks"]["tool"]
+    by_model = inputs.evaluations_by_model(task)
+    columns = ["model", "cohort", "method", "G", "step", "metric", "mean", "sd", "n", "seeds"]
+    if not by_model:
+        write_text(inputs.tables / "table1.md", unavailable_note("Table 1", inputs.scale, f"no evaluations of {task}"))
+        write_csv(inputs.tables / "table1.csv", pd.DataFrame(columns=columns))
+        return
+    mapping = inputs.config["evaluation_metrics"]["tool"]
+    rule = inputs.config["retention"]
     missing = [column for column in PAPER_COLUMNS if column not in mapping]
-    lines = [f"# Table 1 ({inputs.scale} scale): {task}, G={group_size}, held-out accuracy and format (%), "
-             "final checkpoint", ""]
+    lines = [f"# Table 1 ({inputs.scale} scale): {task}, held-out accuracy and format (%), final checkpoint", ""]
     if inputs.scale != "paper":
-        lines += [f"Tiny analogue of the paper's BFCL-v4 table: one model size (the task's warm-start policy), "
-                  f"step {int(final['step'].max())}. Not measured at this scale: "
-                  f"{', '.join(missing) or 'none'} (the tiny evaluation has no Live / Non-Live / Multi-Turn split).", ""]
-    for cohort, rows in summary.groupby("cohort", sort=False):
-        lines += [f"## {cohort}", "", pivot_mean_sd(rows, ["method"], list(mapping)).to_markdown(index=False), ""]
-    lines += ["## Retention rule", "",
-              f"{retention.summary()}; the paper keeps a run when its step-100 validation Format is >= 0.8.", ""]
-    if not retention.dropped.empty:
-        dropped = retention.dropped[["method", "G", "seed", "exclusion_reason"]]
-        lines += [dropped.to_markdown(index=False), ""]
+        lines += ["Tiny analogue of the paper's BFCL-v4 table: one model size (the task's warm-start policy). "
+                  f"Not measured at this scale: {', '.join(missing) or 'none'} (the tiny evaluation has no "
+                  "Live / Non-Live / Multi-Turn split).", ""]
+    summaries = []
+    for model, evaluations in by_model.items():
+        summary, retention = summarise_model(evaluations, mapping, rule["metric"], rule["threshold"])
+        summaries.append(summary.assign(model=model or inputs.scale))
+        lines += [f"## {model or f'{inputs.scale}-scale policy'} (G={int(summary['G'].iloc[0])})", ""]
+        for cohort, rows in summary.groupby("cohort", sort=False):
+            lines += [f"### {cohort} (step {int(rows['step'].iloc[0])})", "",
+                      pivot_mean_sd(rows, ["method"], list(mapping)).to_markdown(index=False), ""]
+        lines += [f"Retention rule: {retention.summary()}; the paper keeps a run when its step-100 validation "
+                  f"Format is >= 0.8.", ""]
+        if not retention.dropped.empty:
+            lines += [retention.dropped[["method", "G", "seed", "exclusion_reason"]].to_markdown(index=False), ""]
+    write_csv(inputs.tables / "table1.csv", pd.concat(summaries, ignore_index=True)[columns])
     write_text(inputs.tables / "table1.md", "\n".join(lines))
 
 

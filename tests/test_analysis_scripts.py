@@ -84,7 +84,8 @@ def test_fig5_records_status_per_threshold(results):
 def test_table1_all_runs_retained_runs_and_base(results):
     run_script("table1", results)
     table = pd.read_csv(results / "tables/table1.csv")
-    assert set(table["cohort"]) == {"step 0 (warm start)", "all runs", "retained"}
+    assert set(table["cohort"]) == {"step 0 (base policy)", "all runs", "retained"}
+    assert set(table["model"]) == {"tiny"} and set(table["G"]) == {8}
     cohort = table[(table["cohort"] == "all runs") & (table["metric"] == "average_format")].set_index("method")
     # synthetic format at step 60 is ~0.97 except the GDPO seed that never learns it (~0.02): 3 runs, big SD
     assert cohort.loc["gdpo", "n"] == 3 and cohort.loc["gdpo", "sd"] > 30

@@ -195,4 +195,7 @@ def test_inputs_select_a_task_and_refuse_to_pool_models():
     assert _select(paper.iloc[:1], "toolcall")["x"].tolist() == [1]
     with pytest.raises(ValueError, match="several models of 'toolcall'"):
         _select(paper, "toolcall")
+    assert _select(paper, "toolcall", primary="qwen2.5-3b")["x"].tolist() == [2]
+    with pytest.raises(ValueError, match="primary model 'qwen2.5-7b'"):
+        _select(paper, "toolcall", primary="qwen2.5-7b")
     assert _select(frame, "act_critic") is None

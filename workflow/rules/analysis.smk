@@ -15,36 +15,41 @@ ANALYSIS_CONFIG = "analysis/config.yaml"
 CAPTIONS = "../../analysis/report"  # report() captions are relative to this file
 
 
-# Per experiment target at this scale: its runs' metrics and every checkpoint's evaluation.
-TARGET_METRICS = {target: target_metrics(target) for target in EXPERIMENT["targets"]}
-TARGET_EVALS = {target: eval_files(target) for target in EXPERIMENT["targets"]}
+# Per task (whatever targets ran it at this scale): its runs' metrics and every checkpoint's evaluation. At paper
+# scale metrics are the primary model's shared view (paper.smk) and evaluations cover every model of the task.
+ANALYSIS_TASKS = sorted({run["task"] for run in target_runs()})
+TASK_METRICS = {task: sorted({path for target in EXPERIMENT["targets"] if EXPERIMENT["targets"][target]["task"] == task
+                              for path in target_metrics(target)}) for task in ANALYSIS_TASKS}
+TASK_EVALS = {task: sorted(set(eval_files(None, task))) for task in ANALYSIS_TASKS}
+# The model a single-model artifact shows at paper scale (task=model,...); empty at the CPU scales.
+PRIMARY_MODELS = ",".join(f"{task}={model}" for task, model in
+                          EXPERIMENT["settings"].get("paper", {}).get("primary_models", {}).items() if not TRAINS_HERE)
 # A figure is a PNG (in the Snakemake report, captioned by analysis/report/<name>.rst) and a PDF.
 figure = lambda name, category: [report(f"{FIGURES}/{name}.png", caption=f"{CAPTIONS}/{name}.rst",
                                         category=category), f"{FIGURES}/{name}.pdf"]
 # Every analysis output sits in results/{scale}/tables/ or results/{scale}/figures/: the scripts' --out-dir.
 results_of = lambda wildcards, output: str(Path(output[0]).parents[1])
-ANALYSIS_TASKS = sorted({run["task"] for run in target_runs()})
 
-# artifact -> (metrics of these targets, evaluations of these targets, outputs)
+# artifact -> (metrics of these tasks, evaluations of these tasks, outputs)
 ARTIFACTS = {
-    "first_crossing": (list(EXPERIMENT["targets"]), [],
+    "first_crossing": (ANALYSIS_TASKS, [],
                        [f"{TABLES}/first_crossing.csv", f"{TABLES}/first_crossing.md"]),
-    "dynamics": (list(EXPERIMENT["targets"]), [],
+    "dynamics": (ANALYSIS_TASKS, [],
                  [path for task in ANALYSIS_TASKS for path in figure(f"dynamics_{task}", "Training dynamics")]),
     "table1": ([], ["toolcall"], [f"{TABLES}/table1.csv", f"{TABLES}/table1.md"]),
-    "table2": ([], ["three_rewards", "toolcall"], [f"{TABLES}/table2.csv", f"{TABLES}/table2.md"]),
-    "table4a": ([], ["static_vs_dynamic"], [f"{TABLES}/table4a.csv", f"{TABLES}/table4a.md"]),
+    "table2": ([], ["toolcall3", "toolcall"], [f"{TABLES}/table2.csv", f"{TABLES}/table2.md"]),
+    "table4a": ([], ["math_length"], [f"{TABLES}/table4a.csv", f"{TABLES}/table4a.md"]),
     "table4b": ([], [], [f"{TABLES}/table4b.md"]),
     "fig1b": (["toolcall", "act_critic"], [], [*figure("fig1b", "Paper figures"), f"{FIGURES}/fig1b.csv"]),
     "fig2": ([], ["toolcall"], [*figure("fig2", "Paper figures"), f"{FIGURES}/fig2.csv"]),
-    "fig3": (["group_size"], [], [*figure("fig3", "Paper figures"), f"{FIGURES}/fig3.csv"]),
+    "fig3": (["toolcall"], [], [*figure("fig3", "Paper figures"), f"{FIGURES}/fig3.csv"]),
     "fig4": (["math_length"], [], [*figure("fig4", "Paper figures"), f"{FIGURES}/fig4.csv"]),
     "fig5": (["math_length"], [], [*figure("fig5", "Paper figures"), f"{FIGURES}/fig5.csv"]),
     "fig6": ([], ["math_length"], [*figure("fig6", "Paper figures"), f"{FIGURES}/fig6.csv"]),
     "survival": (["toolcall"], [], [*figure("survival", "Beyond the paper"), f"{TABLES}/survival.csv"]),
 }
 
-for _artifact, (_metric_targets, _eval_targets, _outputs) in ARTIFACTS.items():
+for _artifact, (_metric_tasks, _eval_tasks, _outputs) in ARTIFACTS.items():
 
     rule:
         name:
@@ -52,8 +57,8 @@ for _artifact, (_metric_targets, _eval_targets, _outputs) in ARTIFACTS.items():
         input:
             script=f"analysis/{_artifact}.py",
             config=ANALYSIS_CONFIG,
-            metrics=sorted({path for target in _metric_targets for path in TARGET_METRICS.get(target, [])}),
-            evals=sorted({path for target in _eval_targets for path in TARGET_EVALS.get(target, [])}),
+            metrics=sorted({path for task in _metric_tasks for path in TASK_METRICS.get(task, [])}),
+            evals=sorted({path for task in _eval_tasks for path in TASK_EVALS.get(task, [])}),
         output:
             _outputs,
         log:
@@ -64,9 +69,10 @@ for _artifact, (_metric_targets, _eval_targets, _outputs) in ARTIFACTS.items():
         params:
             scale=SCALE,
             out=results_of,
+            primary=PRIMARY_MODELS,
         shell:
             "python {input.script} --scale {params.scale} --config {input.config} --out-dir {params.out}"
-            " --metrics {input.metrics} --evals {input.evals} > {log} 2>&1"
+            " --primary-models '{params.primary}' --metrics {input.metrics} --evals {input.evals} > {log} 2>&1"
 
 
 rule toy:
@@ -93,7 +99,7 @@ rule report_md:
         config=ANALYSIS_CONFIG,
         tables=[f"{TABLES}/{name}.csv" for name in ("first_crossing", "table1", "table2", "table4a", "survival", "toy")],
         stable=f"{FIGURES}/fig5.csv",
-        metrics=sorted({path for paths in TARGET_METRICS.values() for path in paths}),
+        metrics=sorted({path for paths in TASK_METRICS.values() for path in paths}),
     output:
         report(f"{RESULTS}/REPORT.md", caption=f"{CAPTIONS}/report_md.rst", category="Report"),
     log:

@@ -13,7 +13,7 @@ workflow made for it; outputs go under ``--out-dir`` (``tables/``, ``figures/``)
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -30,6 +30,7 @@ class Inputs:
     evaluations: pd.DataFrame | None
     out_dir: Path
     reference_dir: Path
+    primary_models: dict[str, str] = field(default_factory=dict)
 
     @property
     def tables(self) -> Path:
@@ -40,23 +41,35 @@ class Inputs:
         return self.out_dir / "figures"
 
     def task_metrics(self, task: str) -> pd.DataFrame | None:
-        return _select(self.metrics, task)
+        return _select(self.metrics, task, self.primary_models.get(task))
 
     def task_evaluations(self, task: str) -> pd.DataFrame | None:
-        return _select(self.evaluations, task)
+        return _select(self.evaluations, task, self.primary_models.get(task))
+
+    def evaluations_by_model(self, task: str) -> dict[str, pd.DataFrame]:
+        """Every model's evaluations of ``task`` (model "" for scales with one policy per task)."""
+        return _by_model(self.evaluations, task)
 
 
-def _select(frame: pd.DataFrame | None, task: str) -> pd.DataFrame | None:
-    """Rows of one task. Paper-scale run folders are named ``<task>-<model>``; one model per task is
-    analysed at a time, and several models of one task raise rather than being pooled into one table."""
+def _by_model(frame: pd.DataFrame | None, task: str) -> dict[str, pd.DataFrame]:
     if frame is None:
-        return None
+        return {}
     matches = frame["task"].eq(task) | frame["task"].str.startswith(f"{task}-")
-    names = sorted(frame.loc[matches, "task"].unique())
-    if len(names) > 1:
-        raise ValueError(f"runs of several models of {task!r}: {names}; pass one model's runs per call")
-    chosen = frame[matches]
-    return chosen.reset_index(drop=True) if len(chosen) else None
+    return {name.removeprefix(task).removeprefix("-"): rows.reset_index(drop=True)
+            for name, rows in frame[matches].groupby("task", sort=True)}
+
+
+def _select(frame: pd.DataFrame | None, task: str, primary: str | None = None) -> pd.DataFrame | None:
+    """Rows of one task. Paper-scale folders are ``<task>-<model>``: with several models, the task's
+    primary model is taken when one is given, else this raises rather than pooling models into one table."""
+    models = _by_model(frame, task)
+    if len(models) > 1:
+        if primary is None:
+            raise ValueError(f"runs of several models of {task!r}: {sorted(models)}; name its primary model")
+        if primary not in models:
+            raise ValueError(f"primary model {primary!r} of {task!r} has no runs; have {sorted(models)}")
+        return models[primary]
+    return next(iter(models.values()), None)
 
 
 def parse_inputs(description: str, argv=None) -> Inputs:
@@ -67,7 +80,13 @@ def parse_inputs(description: str, argv=None) -> Inputs:
     parser.add_argument("--metrics", nargs="*", default=[], help="metrics.parquet files of the runs")
     parser.add_argument("--evals", nargs="*", default=[], help="step<N>.json evaluation files")
     parser.add_argument("--out-dir", required=True, help="results/<scale>: tables/ and figures/ go under it")
+    parser.add_argument("--primary-models", default="",
+                        help="task=model,... : the model a single-model artifact shows (paper scale)")
     args = parser.parse_args(argv)
+    try:
+        primary = dict(pair.split("=", 1) for pair in args.primary_models.split(",") if pair)
+    except ValueError:
+        parser.error(f"--primary-models must be task=model pairs separated by commas, got {args.primary_models!r}")
     return Inputs(
         scale=args.scale,
         config=load_analysis_config(args.config, args.scale),
@@ -75,6 +94,7 @@ def parse_inputs(description: str, argv=None) -> Inputs:
         evaluations=load_evaluations(args.evals) if args.evals else None,
         out_dir=Path(args.out_dir),
         reference_dir=Path(args.reference_dir),
+        primary_models=primary,
     )
 
 
