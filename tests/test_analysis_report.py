@@ -130,3 +130,20 @@ def test_atomic_writes_leave_no_temporary_files(tmp_path):
     with pytest.raises(RuntimeError):
         save_figure(Broken(), tmp_path / "figures" / "fig.v1")
     assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == ["fig.v1.pdf", "fig.v1.png"]
+
+
+def test_crossing_markers_filled_at_median_open_when_never():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from dara.analysis.figures import mark_crossings
+
+    figure, ax = plt.subplots()
+    crossings = pd.DataFrame({"method": ["dara_sym"] * 3 + ["gdpo"] * 3, "step": [10, 12, 14, 20, np.nan, np.nan]})
+    mark_crossings(ax, crossings, lambda method, step: 0.5, lambda method: 30.0)
+    (dara_marker, gdpo_marker) = ax.lines
+    assert dara_marker.get_xdata().tolist() == [12.0] and dara_marker.get_markerfacecolor() != "none"
+    assert gdpo_marker.get_xdata().tolist() == [30.0] and gdpo_marker.get_markerfacecolor() == "none"
+    plt.close(figure)

@@ -21,7 +21,6 @@ import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 import torch
 
