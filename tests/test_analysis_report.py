@@ -143,7 +143,7 @@ def test_crossing_markers_filled_at_median_open_when_never():
     figure, ax = plt.subplots()
     crossings = pd.DataFrame({"method": ["dara_sym"] * 3 + ["gdpo"] * 3, "step": [10, 12, 14, 20, np.nan, np.nan]})
     mark_crossings(ax, crossings, lambda method, step: 0.5, lambda method: 30.0)
-    (dara_marker, gdpo_marker) = ax.lines
+    gdpo_marker, dara_marker = ax.lines  # drawn in the palette order: baselines first
     assert dara_marker.get_xdata().tolist() == [12.0] and dara_marker.get_markerfacecolor() != "none"
     assert gdpo_marker.get_xdata().tolist() == [30.0] and gdpo_marker.get_markerfacecolor() == "none"
     plt.close(figure)
