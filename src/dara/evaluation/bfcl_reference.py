@@ -99,22 +99,29 @@ def _source_literal(value, language: str, type_name: str, item_type: str | None)
     return json.dumps(value) if isinstance(value, (list, dict)) else str(value)
 
 
-def ast_calls(ground_truth: list[dict], functions: list[dict] | None = None, language: str = "python") -> list[dict]:
-    """Calls of a single-turn answer; for Java/JS (`functions` given) the values are written as source text."""
-    docs = {function["name"]: function["parameters"].get("properties", {}) for function in functions or []}
+def ast_calls(ground_truth: list[dict]) -> list[dict]:
+    """Calls of a single-turn answer: each parameter at its first accepted value ("" = omittable: left out)."""
     calls = []
     for call in ground_truth:
         ((name, parameters),) = call.items()
         resolved = {key: _first_accepted(options) for key, options in parameters.items()}
-        resolved = {k: v for k, v in resolved.items() if v is not None}
-        if language != "python":
-            properties = docs[name]
-            resolved = {
-                k: _source_literal(v, language, properties[k]["type"], properties[k].get("items", {}).get("type"))
-                for k, v in resolved.items()
-            }
-        calls.append({"name": name, "parameters": resolved})
+        calls.append({"name": name, "parameters": {k: v for k, v in resolved.items() if v is not None}})
     return calls
+
+
+def as_source(calls: list[dict], functions: list[dict], language: str) -> list[dict]:
+    """Java / JavaScript calls with every value written as source text, by the documented parameter type."""
+    docs = {function["name"]: function["parameters"].get("properties", {}) for function in functions}
+    out = []
+    for call in calls:
+        properties = docs.get(call["name"], {})
+        parameters = {
+            key: _source_literal(value, language, properties[key]["type"], properties[key].get("items", {}).get("type"))
+            if key in properties else value
+            for key, value in call["parameters"].items()
+        }  # fmt: skip
+        out.append({"name": call["name"], "parameters": parameters})
+    return out
 
 
 def _method_parameters(involved_classes: list[str]) -> dict[str, list[str]]:
@@ -169,7 +176,7 @@ def _wrong_value(calls: list[dict], ground_truth: list[dict]) -> bool:
 
 def _single_turn_case(case_id: str, entry: dict, ground_truth: list[dict], perturb: str) -> dict:
     language = {"simple_java": "java", "simple_javascript": "javascript"}.get(category_of(case_id), "python")
-    calls = ast_calls(ground_truth, entry["function"], language)
+    calls = ast_calls(ground_truth)
     perturbed = True
     if perturb == "wrong_value":
         perturbed = _wrong_value(calls, ground_truth)
@@ -177,6 +184,8 @@ def _single_turn_case(case_id: str, entry: dict, ground_truth: list[dict], pertu
         calls[0]["name"] += "_wrong"
     elif perturb == "drop_call":
         calls = calls[:-1]
+    if language != "python":  # after perturbing: a changed value must change what bfcl-eval parses back
+        calls = as_source(calls, entry["function"], language)
     output = render_answer(THINK, calls) if calls else render_answer(THINK, response=DECLINE)
     return {"id": case_id, "outputs": "" if perturb == "empty" else output, "perturbed": perturbed}
 
