@@ -12,8 +12,9 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
 # Stamp files record which requirement files an environment was built from.
-$(VENV)/.cpu-stamp: envs/cpu.txt pyproject.toml | $(VENV)/bin/python
+$(VENV)/.cpu-stamp: envs/cpu.txt envs/cpu-nodeps.txt pyproject.toml | $(VENV)/bin/python
 	$(PIP) install -q -r envs/cpu.txt
+	$(PIP) install -q --no-deps -r envs/cpu-nodeps.txt
 	$(PIP) install -q --no-deps -e .
 	touch $@
 
