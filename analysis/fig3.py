@@ -37,7 +37,8 @@ def main(argv=None):
         last_step = runs.groupby("method")["step"].max()
         figures.mark_crossings(ax, records[records["G"] == group_size], height, lambda m: float(last_step[m]))
         ax.set_ylim(-0.03, 1.03)
-        figures.finish(ax, "training step", f"{reward} density π", f"G = {group_size}", legend=ax is axes[0])
+        figures.finish(ax, "training step", f"{reward} density π", f"G = {group_size}", legend=False)
+    figures.method_legend(figure, metrics["method"].unique(), loc="center left", bbox_to_anchor=(1.0, 0.5))
     figure.suptitle(f"{task}: density of {reward} across group sizes; markers: median step {reward} ≥ {threshold} "
                     f"(open: not reached){figures.scale_note(inputs.scale)}")
     figure.tight_layout()

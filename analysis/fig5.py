@@ -43,6 +43,8 @@ def main(argv=None):
         ax.plot(x[confirmed], y[confirmed], palette.marker(method), color=palette.color(method), ms=5)
         ax.plot(x[~confirmed], y[~confirmed], palette.marker(method), color=palette.color(method), ms=5, mfc="none")
     ax.axhline(last_step, color="grey", lw=0.6, ls=":")
+    ax.annotate("last step", (ax.get_xlim()[0], last_step), xytext=(2, 2), textcoords="offset points",
+                fontsize=7, color="grey")
     figures.finish(ax, f"{stable['reward']} reward threshold (fraction of responses)",
                    "first stable crossing step",
                    f"{task} (G={group_size}), window {stable['window']}, confirm {stable['future']} steps")

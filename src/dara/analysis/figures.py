@@ -123,6 +123,16 @@ def plot_kaplan_meier(ax, durations: pd.DataFrame) -> list[str]:
     return drawn
 
 
+def method_legend(target, methods, **options) -> None:
+    """One legend entry per method (palette colour and marker), for figures whose panels show different
+    subsets of methods; ``target`` is an Axes or a Figure."""
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=palette.color(m), marker=palette.marker(m), lw=1.5, ms=5, label=palette.label(m))
+               for m in palette.ordered(methods)]
+    target.legend(handles=handles, frameon=False, **options)
+
+
 def finish(ax, xlabel: str, ylabel: str, title: str | None = None, legend: bool = True,
            legend_loc: str = "upper left") -> None:
     """Axis labels, title and legend; legend placed explicitly (matplotlib's "best" search is slow with bands)."""

@@ -37,7 +37,7 @@ METHOD_COLORS: dict[str, str] = {
     "dvao": "#009E73",
     "gd2po_hard": "#CC79A7",
     "static_sym": "#56B4E9",
-    "static_asym": "#F0E442",
+    "static_asym": "#9A7D00",  # Okabe-Ito yellow, darkened to read on white
     "dara_sym": "#0072B2",
     "dara_asym": "#000080",
 }
