@@ -28,13 +28,16 @@ def main(argv=None):
         metrics = metrics[(metrics["G"] == group_size) & (metrics["step"] >= 1)]
         reward_ax, density_ax = axes[2 * k], axes[2 * k + 1]
         figures.plot_seed_bands(reward_ax, metrics, f"reward/{reward}")
-        figures.finish(reward_ax, "training step", f"{reward} reward (batch mean)", f"{task} (G={group_size})")
+        figures.finish(reward_ax, "training step", f"{reward} reward (batch mean)", f"{task} (G={group_size})",
+                       legend=False)
         figures.plot_seed_bands(density_ax, metrics, f"density/{reward}")
         density_ax.set_ylim(-0.03, 1.03)
         figures.finish(density_ax, "training step", f"{reward} density π", f"{task}: density of {reward}",
                        legend=False)
         for column in (f"reward/{reward}", f"density/{reward}"):
             plotted.append(seed_band(metrics, column).assign(task=task, G=group_size, quantity=column))
+    methods = {method for _, metrics in panels for method in metrics["method"].unique()}
+    figures.method_legend(figure, methods, loc="center left", bbox_to_anchor=(1.0, 0.5))
     figure.suptitle(f"Format reward and its density{figures.scale_note(inputs.scale)}")
     figure.tight_layout()
     save_figure(figure, inputs.figures / "fig1b")

@@ -26,7 +26,7 @@ def main(argv=None):
     for ax, name in zip(axes, ("average_accuracy", "average_format")):
         figures.plot_checkpoint_means(ax, scores, name)
         figures.finish(ax, "training step (checkpoint)", f"held-out {name.replace('_', ' ')} (%)", name,
-                       legend=ax is axes[0])
+                       legend=ax is axes[-1])
     figure.suptitle(f"{task} (G={group_size}): checkpoint-wise held-out scores, mean ± SD over seeds"
                     f"{figures.scale_note(inputs.scale)}")
     figure.tight_layout()

@@ -28,7 +28,7 @@ def main(argv=None):
     figure, axes = figures.new_figure(len(panels))
     for ax, (column, ylabel) in zip(axes, panels):
         figures.plot_seed_bands(ax, metrics, column)
-        figures.finish(ax, "training step", ylabel, column, legend=ax is axes[0])
+        figures.finish(ax, "training step", ylabel, column, legend=ax is axes[-1])
     figure.suptitle(f"{task} (G={group_size}): reward dynamics, median and IQR{figures.scale_note(inputs.scale)}")
     figure.tight_layout()
     save_figure(figure, inputs.figures / "fig4")

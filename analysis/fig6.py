@@ -26,7 +26,7 @@ def main(argv=None):
     figure, axes = figures.new_figure(2)
     for ax, name in zip(axes, ("macro_pass1", "exceed")):
         figures.plot_checkpoint_means(ax, scores, name)
-        figures.finish(ax, "training step (checkpoint)", labels[name], name, legend=ax is axes[0])
+        figures.finish(ax, "training step (checkpoint)", labels[name], name, legend=ax is axes[-1])
     figure.suptitle(f"{task} (G={group_size}): checkpoint-wise held-out math, mean ± SD over seeds"
                     f"{figures.scale_note(inputs.scale)}")
     figure.tight_layout()

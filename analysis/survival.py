@@ -50,7 +50,7 @@ def main(argv=None):
     figure, (km_ax, paper_ax) = figures.new_figure(2, width_per_panel=3.6, height=2.9)
     figures.plot_kaplan_meier(km_ax, durations)
     figures.finish(km_ax, "training step", f"fraction of seeds with {reward} < {threshold}",
-                   "Kaplan-Meier\n(never-crossing seeds censored, +)")
+                   "Kaplan-Meier\n(never-crossing seeds censored, +)", legend=False)
     methods = palette.ordered(durations["method"].unique())
     for position, method in enumerate(methods):
         runs = durations[durations["method"] == method]
@@ -66,9 +66,10 @@ def main(argv=None):
     paper_ax.set_xticks(range(len(methods)), [palette.label(m) for m in methods], rotation=30, ha="right")
     figures.finish(paper_ax, "method", f"first step {reward} ≥ {threshold}",
                    "paper's statistic: median of crossed seeds\n(x: never crossed, dropped by it)", legend=False)
+    figures.method_legend(figure, durations["method"].unique(), loc="center left", bbox_to_anchor=(1.0, 0.5))
     logrank = "; ".join(f"{palette.label(r.method)} vs GDPO p={r.logrank_p:.3g}" for r in table.itertuples()
                         if np.isfinite(r.logrank_p))
-    figure.suptitle(f"{task} (G={group_size}): time to {reward} {threshold}. Log-rank: {logrank or 'n/a'}"
+    figure.suptitle(f"{task} (G={group_size}): time to {reward} {threshold}\nlog-rank: {logrank or 'n/a'}"
                     f"{figures.scale_note(inputs.scale)}")
     figure.tight_layout()
     save_figure(figure, inputs.figures / "survival")

@@ -48,7 +48,7 @@ figure, axes = figures.new_figure(2)
 for ax, (column, label) in zip(axes, [("metrics/bfcl_accuracy", "held-out accuracy (%)"),
                                       ("metrics/bfcl_format", "held-out format (%)")]):
     figures.plot_checkpoint_means(ax, tool, column)
-    figures.finish(ax, "training step (checkpoint)", label, legend=ax is axes[0])
+    figures.finish(ax, "training step (checkpoint)", label, legend=ax is axes[-1])
 figure.suptitle(f"toolcall: checkpoint-wise held-out scores{figures.scale_note(SCALE)}")
 figure.tight_layout()
 

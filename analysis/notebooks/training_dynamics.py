@@ -48,11 +48,11 @@ tool = metrics[metrics["task"] == "toolcall"]
 tool = tool[(tool["G"] == main_group_size(tool)) & (tool["step"] >= 1)]
 figure, axes = figures.new_figure(3)
 figures.plot_seed_bands(axes[0], tool, "reward/format")
-figures.finish(axes[0], "training step", "format reward (batch mean)", "format reward")
+figures.finish(axes[0], "training step", "format reward (batch mean)", "format reward", legend=False)
 figures.plot_seed_bands(axes[1], tool, "density/format")
 figures.finish(axes[1], "training step", "format density π", "density", legend=False)
 figures.plot_seed_bands(axes[2], tool, "weight/format")
-figures.finish(axes[2], "training step", "weight on format", "channel weight (1 = GDPO)", legend=False)
+figures.finish(axes[2], "training step", "weight on format", "channel weight (1 = GDPO)")
 figure.suptitle(f"toolcall: format reward, its density and its weight{figures.scale_note(SCALE)}")
 figure.tight_layout()
 
@@ -69,7 +69,7 @@ for task in sorted(metrics["task"].unique()):
     figure, axes = figures.new_figure(len(names), width_per_panel=2.8)
     for ax, name in zip(axes, names):
         figures.plot_seed_bands(ax, rows, f"density/{name}")
-        figures.finish(ax, "training step", f"{name} density π", name, legend=ax is axes[0])
+        figures.finish(ax, "training step", f"{name} density π", name, legend=ax is axes[-1])
     figure.suptitle(f"{task}: reward densities{figures.scale_note(SCALE)}")
     figure.tight_layout()
 

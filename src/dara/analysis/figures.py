@@ -134,14 +134,18 @@ def method_legend(target, methods, **options) -> None:
 
 
 def finish(ax, xlabel: str, ylabel: str, title: str | None = None, legend: bool = True,
-           legend_loc: str = "upper left") -> None:
-    """Axis labels, title and legend; legend placed explicitly (matplotlib's "best" search is slow with bands)."""
+           legend_loc: str = "outside") -> None:
+    """Axis labels, title and legend. The legend goes right of the axes by default (multi-panel figures put
+    it on their last panel), or at a named location; never matplotlib's "best", slow with bands."""
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:
         ax.set_title(title)
     if legend and ax.get_legend_handles_labels()[0]:
-        ax.legend(frameon=False, loc=legend_loc)
+        if legend_loc == "outside":
+            ax.legend(frameon=False, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+        else:
+            ax.legend(frameon=False, loc=legend_loc)
 
 
 def close(figure) -> None:
