@@ -147,3 +147,12 @@ def test_crossing_markers_filled_at_median_open_when_never():
     assert dara_marker.get_xdata().tolist() == [12.0] and dara_marker.get_markerfacecolor() != "none"
     assert gdpo_marker.get_xdata().tolist() == [30.0] and gdpo_marker.get_markerfacecolor() == "none"
     plt.close(figure)
+
+
+def test_crossing_records_do_not_count_the_step0_policy():
+    from dara.analysis.tables import crossing_records
+
+    metrics = pd.DataFrame({"task": "t", "method": "gdpo", "G": 8, "seed": 0, "step": [0, 1, 2, 3],
+                            "reward/format": [0.9, 0.1, 0.85, 0.9]})
+    records = crossing_records(metrics, {"format": [0.8]})
+    assert records[["step", "last_step"]].values.tolist() == [[2, 3]]

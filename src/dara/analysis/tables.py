@@ -24,8 +24,9 @@ def main_group_size(metrics: pd.DataFrame) -> int:
     return int(counts[counts == counts.max()].index.min())
 
 
-def crossing_records(metrics: pd.DataFrame, thresholds: Mapping[str, Sequence[float]]) -> pd.DataFrame:
-    """First unsmoothed crossing of every ``reward/<name>`` in ``thresholds`` for every run.
+def crossing_records(metrics: pd.DataFrame, thresholds: Mapping[str, Sequence[float]], first_step: int = 1) -> pd.DataFrame:
+    """First unsmoothed crossing of every ``reward/<name>`` in ``thresholds`` for every run, counting
+    training steps from ``first_step`` (row 0 is the policy before any update, which the paper does not count).
 
     Returns task, method, G, seed, reward, threshold, step (NaN when never crossed), last_step.
     A reward listed in ``thresholds`` but not logged by a run's task is skipped for that run only if
@@ -33,7 +34,7 @@ def crossing_records(metrics: pd.DataFrame, thresholds: Mapping[str, Sequence[fl
     missing values raises.
     """
     records = []
-    for keys, run in metrics.groupby(list(RUN_KEYS), sort=True):
+    for keys, run in metrics[metrics["step"] >= first_step].groupby(list(RUN_KEYS), sort=True):
         run = run.sort_values("step")
         for reward, levels in thresholds.items():
             column = f"reward/{reward}"
