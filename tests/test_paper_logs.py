@@ -83,3 +83,17 @@ def test_no_training_step_is_an_error(tmp_path):
         metrics_frame({0: {"val-core/x": 1.0}}, ["format"])
     with pytest.raises(FileNotFoundError):
         convert_run_logs(tmp_path, ["format"], tmp_path / "m.parquet")
+
+
+def test_a_resumed_runs_validation_record_keeps_the_checkpoint_steps_training_metrics(tmp_path):
+    """Resuming from the step-2 checkpoint, verl first logs validation only at step 2 (val_before_train)."""
+    logs = tmp_path / "verl_logs"
+    logs.mkdir()
+    (logs / "attempt1.jsonl").write_text(training_record(1, 0.1, 0.5) + training_record(2, 0.2, 0.5))
+    (logs / "attempt2.jsonl").write_text(
+        record(2, **{"val-core/rlla/format/mean@1": 0.9}) + training_record(3, 0.4, 1.0)
+    )
+    frame = convert_run_logs(logs, ["format", "correctness"], tmp_path / "metrics.parquet")
+    assert frame["step"].tolist() == [1, 2, 3]
+    assert frame["reward/format"].tolist() == [0.1, 0.2, 0.4]
+    assert frame["val/format"].iloc[1] == 0.9

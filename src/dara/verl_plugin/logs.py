@@ -1,8 +1,10 @@
 """verl training logs (the ``file`` logger's JSONL) -> the per-run ``metrics.parquet`` of every scale.
 
 verl's file logger writes one ``{"step": N, "data": {name: value}}`` line per step and truncates its file when it
-opens it, so the launcher gives every attempt of a run its own file (``verl_logs/attempt<k>.jsonl``); a resumed run
-re-logs the steps after its checkpoint, and the later attempt wins for a step logged twice.
+opens it, so the launcher gives every attempt of a run its own file (``verl_logs/attempt<k>.jsonl``). A run resumed
+from its checkpoint at step N first logs a validation-only record at step N (``val_before_train``), then re-logs the
+steps after N; records of one step are merged, a later attempt's value winning for a metric logged twice, so the
+validation record does not erase step N's training metrics.
 
 Columns follow the tiny scale (`dara.tiny.trainer`): ``step``, ``reward/<name>``, ``density/<name>``,
 ``weight/<name>``, ``active_groups/<name>``, ``energy_pos/<name>``, ``energy_neg/<name>`` (and the calibrated
@@ -40,7 +42,8 @@ VALIDATION_KEY = re.compile(r"^val-(?:core|aux)/[^/]+/(?P<name>[^/]+)/mean@\d+$"
 
 
 def read_jsonl_logs(paths: Sequence[str | Path]) -> dict[int, dict[str, float]]:
-    """Per-step metric dicts from verl file-logger files, later files (attempts) overriding earlier ones."""
+    """Per-step metric dicts from verl file-logger files; a step's records are merged, later files (attempts)
+    overriding earlier ones metric by metric."""
     steps: dict[int, dict[str, float]] = {}
     for path in paths:
         with open(path, "rb") as handle:
@@ -56,7 +59,7 @@ def read_jsonl_logs(paths: Sequence[str | Path]) -> dict[int, dict[str, float]]:
                     raise ValueError(f"{path}:{line_number}: not a JSON line ({error})") from None
                 if not isinstance(record, dict) or "step" not in record or not isinstance(record.get("data"), dict):
                     raise ValueError(f"{path}:{line_number}: expected {{'step': N, 'data': {{...}}}}, got {line[:80]!r}")
-                steps[int(record["step"])] = record["data"]
+                steps.setdefault(int(record["step"]), {}).update(record["data"])
     return steps
 
 
