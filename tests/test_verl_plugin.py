@@ -87,7 +87,8 @@ def make_batch(rewards: np.ndarray, groups: int, lengths: list[int], keys=KEYS):
     rm_scores = torch.nested.as_nested_tensor(scores, layout=torch.jagged)
     extra = [{"reward_extra_info": {k: float(rewards[i, j]) for j, k in enumerate(keys)}} for i in range(n)]
     fields = {"uid": uids, "response_mask": mask, "rm_scores": rm_scores, "extra_fields": extra}
-    return FakeBatchMeta(keys=[f"{u}_0_{i}" for i, u in enumerate(uids)]), fields, uids
+    # keys as verl's agent loop writes them: {uid}_{session_id}_{index}, one output per session here
+    return FakeBatchMeta(keys=[f"{u}_{i % (n // groups)}_0" for i, u in enumerate(uids)]), fields, uids
 
 
 def make_trainer(estimator: str, **dara) -> DaraPPOTrainer:
@@ -285,3 +286,13 @@ def test_dara_grpo_equals_verls_grpo_on_the_summed_score(monkeypatch, sparse_bat
     expected, _ = core_algos.compute_grpo_outcome_advantage(scores, mask, np.array(uids, dtype=object))
     torch.testing.assert_close(padded(put["advantages"]), expected, atol=2e-5, rtol=1e-5)
     assert metrics["dara/weight/correctness"] == 1.0 and "dara/density/correctness" in metrics
+
+
+def test_multi_output_sessions_are_refused(monkeypatch, sparse_batch):
+    """verl scores only a multi-turn session's last output; our estimators would count the session twice."""
+    rewards, lengths, groups = sparse_batch
+    meta, fields, _ = make_batch(rewards, groups, lengths)
+    meta.keys[1] = meta.keys[0].rsplit("_", 1)[0] + "_1"  # a second output of the first session
+    monkeypatch.setattr(trainer_base, "tq", FakeTransferQueue(fields))
+    with pytest.raises(ValueError, match="several outputs"):
+        make_trainer("dara_sym")._compute_advantage(meta, {})

@@ -49,6 +49,28 @@ def reward_extra_columns(extra_fields, reward_keys) -> dict[str, np.ndarray]:
     return {key: np.asarray(values, dtype=np.float64) for key, values in columns.items()}
 
 
+def check_one_output_per_session(keys) -> None:
+    """Refuse batches in which a rollout session produced several outputs (multi-turn agent loops).
+
+    TransferQueue keys read ``{uid}_{session_id}_{index}``. verl's own step scores only the last output of such a
+    session and broadcasts its advantage to the others (`verl.trainer.ppo.v1.utils.
+    compute_advantage_for_multi_trajectories`); our estimators treat every row as one response of its group, so
+    they would count a session several times. The study's tasks are single-turn.
+    """
+    sessions: dict[str, int] = {}
+    for key in keys:
+        parts = str(key).rsplit("_", 2)
+        if len(parts) != 3:
+            raise ValueError(f"unexpected TransferQueue key {key!r}; expected {{uid}}_{{session_id}}_{{index}}")
+        session = f"{parts[0]}_{parts[1]}"
+        sessions[session] = sessions.get(session, 0) + 1
+        if sessions[session] > 1:
+            raise ValueError(
+                f"rollout session {session!r} has several outputs (multi-turn agent loop); the DARA estimators "
+                "take one response per session"
+            )
+
+
 @register_trainer(TRAINER_MODE)
 class DaraPPOTrainer(PPOTrainerSync):
     """`PPOTrainerSync` with the DARA advantage step (see the module docstring)."""
@@ -70,6 +92,7 @@ class DaraPPOTrainer(PPOTrainerSync):
         if method is None:
             return super()._compute_advantage(batch, metrics=metrics)
         settings = DaraSettings.from_algorithm_config(self.config.algorithm)
+        check_one_output_per_session(batch.keys)
         tq = trainer_base.tq
 
         data = tq.kv_batch_get(
