@@ -59,3 +59,11 @@ def test_bad_sources_are_refused(tmp_path):
     with pytest.raises(ValueError, match="prompt must be a list of chat messages"):
         check_verl_frame(pd.DataFrame({"data_source": ["x"], "prompt": [["hi"]], "reward_model": [{"ground_truth": 1}],
                                        "extra_info": [{}]}), "fixture")
+
+
+def test_downloading_deepscaler_without_datasets_says_what_is_missing(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "datasets", None)  # as in the CPU environment, where it is not installed
+    with pytest.raises(ModuleNotFoundError, match="datasets"):
+        prepare_deepscaler(tmp_path / "out")

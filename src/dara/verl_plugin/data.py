@@ -17,12 +17,12 @@ rlla_4k, a JSON/JSONL/parquet file with problem/answer for DeepScaleR). Outputs 
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from dara.verl_plugin.io import write_atomic, write_parquet_atomic
 
 TOOLRL_COMMIT = "8cee13ec0ca72f0461da372a93a6fd8140dbb840"
 TOOLRL_URL = "https://raw.githubusercontent.com/qiancheng0/ToolRL/{commit}/dataset/rlla_4k/{split}.parquet"
@@ -50,27 +50,14 @@ def check_verl_frame(frame: pd.DataFrame, what: str, expected_rows: int | None =
     return frame
 
 
-def write_parquet_atomic(frame: pd.DataFrame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(handle)
-    try:
-        frame.to_parquet(tmp, index=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _download(url: str, path: Path) -> Path:
     import urllib.request
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.part")
-    with urllib.request.urlopen(url, timeout=120) as response, open(tmp, "wb") as handle:
-        handle.write(response.read())
-    os.replace(tmp, path)
-    return path
+    def fetch(temporary: Path) -> None:
+        with urllib.request.urlopen(url, timeout=120) as response:
+            temporary.write_bytes(response.read())
+
+    return write_atomic(path, fetch)
 
 
 def prepare_rlla(out: str | Path, source: str | Path | None = None, expected_rows: dict | None = None) -> dict:
@@ -124,8 +111,13 @@ def prepare_deepscaler(out: str | Path, source: str | Path | None = None, test_r
     """DeepScaleR -> ``out``/train.parquet and a held-out ``out``/test.parquet of ``test_rows`` items."""
     out = Path(out)
     if source is None:
-        import datasets
-
+        try:
+            import datasets
+        except ModuleNotFoundError as error:
+            raise ModuleNotFoundError(
+                f"downloading {DEEPSCALER_REPO} from the Hugging Face hub needs the `datasets` package, which is not "
+                "in the CPU environment; install it where the data is prepared, or pass --source with a local copy"
+            ) from error
         table = datasets.load_dataset(DEEPSCALER_REPO, split="train").to_pandas()
     else:
         table = _read_table(Path(source))

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import os
 import shlex
 import subprocess
@@ -32,6 +31,7 @@ import yaml
 from dara.experiments import load_experiment
 from dara.verl_plugin import TRAINER_MODE, VERL_VERSION
 from dara.verl_plugin.estimators import VERL_ESTIMATOR_NAMES
+from dara.verl_plugin.io import write_text_atomic
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 REWARDS_MODULE = "pkg://dara.verl_plugin.rewards"
@@ -305,13 +305,6 @@ def run_environment(run: PaperRun, attempt_log: str | Path) -> dict[str, str]:
     return env
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def _git_revision() -> str:
     try:
         rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
@@ -350,8 +343,8 @@ def train(run: PaperRun, results: str | Path = "results/paper", data_dir: str | 
     config = {"run": {"task": run.task, "model": run.model, "method": run.method, "group_size": run.group_size,
                       "seed": run.seed, "targets": list(run.targets)},
               "settings": run.settings, "verl_overrides": values, "command": shlex.join(command)}
-    _atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(config, sort_keys=False))
-    _atomic_write_text(run_dir / "git_revision.txt", _git_revision() + "\n")
+    write_text_atomic(run_dir / "config.yaml", yaml.safe_dump(config, sort_keys=False))
+    write_text_atomic(run_dir / "git_revision.txt", _git_revision() + "\n")
     env = {**os.environ, **run_env}
     subprocess.run(command, env=env, check=True, cwd=REPO_ROOT)
     link_hf_checkpoints(run_dir)

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pandas as pd
+
+from dara.verl_plugin.io import write_parquet_atomic
 
 DARA_PREFIX = "dara/"
 # verl metric -> shared column (first match wins). reward/<name> and the DARA diagnostics come from the dara/ metrics
@@ -103,25 +103,11 @@ def _number(value, strict: bool = True):
     return None
 
 
-def write_metrics_parquet(frame: pd.DataFrame, path: str | Path) -> None:
-    """Write atomically: a temporary file in the same folder, then os.replace."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(handle)
-    try:
-        frame.to_parquet(tmp, index=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def convert_run_logs(log_dir: str | Path, reward_names: Iterable[str], out: str | Path) -> pd.DataFrame:
     """All ``attempt<k>.jsonl`` of a run, in attempt order, -> ``out`` (metrics.parquet)."""
     paths = sorted(Path(log_dir).glob("attempt*.jsonl"), key=lambda p: int(p.stem.removeprefix("attempt")))
     if not paths:
         raise FileNotFoundError(f"no verl file-logger output (attempt*.jsonl) in {log_dir}")
     frame = metrics_frame(read_jsonl_logs(paths), reward_names)
-    write_metrics_parquet(frame, out)
+    write_parquet_atomic(frame, out)
     return frame
