@@ -270,3 +270,17 @@ def test_generation_runs_bfcl_inference_loop_through_the_toolrl_handler(tmp_path
     _run_bfcl("dara.evaluation.bfcl_score", "--outputs", str(out), "--out", str(scores))
     scored = json.loads(scores.read_text())["cases"]
     assert all(case["format"] == 1.0 and not case["valid"] for case in scored)
+
+
+def test_generation_resumes_after_a_kill_that_cut_the_last_line(tmp_path):
+    from dara.evaluation.bfcl_generate import load_finished_cases
+
+    partial = tmp_path / "outputs.json.partial.jsonl"
+    assert load_finished_cases(partial) == {}
+    whole = json.dumps({"id": "simple_python_0", "outputs": "a"}) + "\n"
+    partial.write_text(whole + '{"id": "simple_python_1", "outp')  # killed mid-append
+    assert load_finished_cases(partial) == {"simple_python_0": "a"}
+    assert partial.read_text() == whole  # the cut line is gone, so the rerun appends after a whole line
+    partial.write_text("not json\n" + whole)
+    with pytest.raises(ValueError, match="partial.jsonl:1"):
+        load_finished_cases(partial)

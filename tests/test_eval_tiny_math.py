@@ -199,3 +199,72 @@ def test_eval_files_list_every_checkpoint_of_every_run():
     assert not any("qwen3-4b-instruct" in f and f.endswith("step110.json") for f in math_files)
     three = eval_files(paper, task="toolcall3")  # `inherit: toolcall` gives it toolcall's 100 steps
     assert three[-1].endswith("step100.json") and len(three) == 4 * 3 * 10
+
+
+class _FakeVLLM:
+    """Stands in for vLLM's offline engine: every sample answers its question's number; can fail on a benchmark."""
+
+    fail_on: str | None = None
+
+    class SamplingParams:
+        def __init__(self, n, **kwargs):
+            self.n = n
+
+    class LLM:
+        def __init__(self, **kwargs):
+            pass
+
+        def get_tokenizer(self):
+            class Tokenizer:
+                def apply_chat_template(self, messages, **kwargs):
+                    return messages[0]["content"]
+
+            return Tokenizer()
+
+        def generate(self, prompts, params):
+            from types import SimpleNamespace
+
+            if _FakeVLLM.fail_on and any(_FakeVLLM.fail_on in p for p in prompts):
+                raise RuntimeError("killed")
+            sample = SimpleNamespace(text="\\boxed{1}", token_ids=[0] * 5, finish_reason="stop")
+            return [SimpleNamespace(outputs=[sample] * params.n) for _ in prompts]
+
+
+def test_math_generation_resumes_with_whole_benchmarks_only(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "vllm", _FakeVLLM)
+    rows = {name: [{"question": f"{name} q{i}", "answer": "1"} for i in range(3)] for name in ("math500", "amc")}
+    monkeypatch.setattr(math_eval, "load_benchmark", lambda name: rows[name])
+    out = tmp_path / "samples.jsonl"
+    monkeypatch.setattr(_FakeVLLM, "fail_on", "amc")
+    with pytest.raises(RuntimeError, match="killed"):
+        math_eval.generate("ckpt", ["math500", "amc"], out)
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == 3 * math_eval.SAMPLING["n"] and {line["benchmark"] for line in lines} == {"math500"}
+    assert not list(tmp_path.glob(".samples.jsonl.*"))  # no temporary file left behind
+    monkeypatch.setattr(_FakeVLLM, "fail_on", "math500")  # a rerun must not sample math500 again
+    math_eval.generate("ckpt", ["math500", "amc"], out)
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [line["benchmark"] for line in lines] == ["math500"] * 48 + ["amc"] * 48
+    assert math_eval.score_samples(lines)["metrics"]["macro_accuracy"] == 1.0
+
+
+def test_atomic_writers_leave_the_old_file_on_failure(tmp_path):
+    from dara.evaluation.io import append_lines_atomic, write_json_atomic
+
+    target = tmp_path / "step1.json"
+    write_json_atomic(target, {"a": 1})
+    with pytest.raises(TypeError):
+        write_json_atomic(target, {"a": object()})  # not JSON-serialisable
+    assert json.loads(target.read_text()) == {"a": 1} and list(tmp_path.iterdir()) == [target]
+    append_lines_atomic(tmp_path / "s.jsonl", ["x"])
+    append_lines_atomic(tmp_path / "s.jsonl", ["y", "z"])
+    assert (tmp_path / "s.jsonl").read_text() == "x\ny\nz\n"
+
+
+def test_questions_with_the_same_text_stay_apart_when_indexed():
+    samples = [{**_sample("a", "same text", "1", "\\boxed{1}"), "index": 0},
+               {**_sample("a", "same text", "2", "\\boxed{1}"), "index": 1}]
+    scores = math_eval.score_samples(samples)["benchmarks"]["a"]
+    assert scores["questions"] == 2 and scores["accuracy"] == 0.5

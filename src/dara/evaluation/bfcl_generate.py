@@ -41,6 +41,31 @@ def generate_case(handler, entry: dict):
     return result
 
 
+def load_finished_cases(partial: Path) -> dict[str, object]:
+    """Outputs by case id from the append-only ``partial`` file of an earlier attempt.
+
+    A job killed while appending leaves its last line cut (no newline): that case is dropped and the file is
+    truncated to its last whole line, so the rerun appends after it. A bad line anywhere else is an error.
+    """
+    if not partial.exists():
+        return {}
+    data = partial.read_bytes()
+    whole = data.rfind(b"\n") + 1
+    if whole < len(data):
+        with partial.open("r+b") as handle:
+            handle.truncate(whole)
+    done: dict[str, object] = {}
+    for number, line in enumerate(data[:whole].decode().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{partial}:{number}: not a JSON line ({error})") from None
+        done[record["id"]] = record["outputs"]
+    return done
+
+
 def generate(checkpoint: str, base_url: str, out: Path, categories: Sequence[str], workers: int = 48,
              per_category: int | None = None) -> None:
     set_scratch_root()
@@ -49,12 +74,7 @@ def generate(checkpoint: str, base_url: str, out: Path, categories: Sequence[str
 
     handler = make_handler(checkpoint)
     partial = out.with_name(out.name + ".partial.jsonl")
-    done: dict[str, object] = {}
-    if partial.exists():
-        for line in partial.read_text().splitlines():
-            if line.strip():
-                record = json.loads(line)
-                done[record["id"]] = record["outputs"]
+    done = load_finished_cases(partial)
     entries = []
     for category in categories:
         by_id = load_entries(category, for_generation=True)

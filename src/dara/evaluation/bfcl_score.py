@@ -33,8 +33,6 @@ from dara.evaluation.toolrl_format import case_format, case_think_length
 CUSTOM_CATEGORIES = ("simple", "multiple", "parallel", "parallel_multiple", "irrelevance")
 
 
-
-
 def _flatten_outputs(outputs) -> list[str]:
     if isinstance(outputs, str):
         return [outputs]

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
 
-from dara.evaluation.io import write_json_atomic
+from dara.evaluation.io import append_lines_atomic, write_json_atomic
 
 BENCHMARKS = ("math500", "aime24", "amc", "minerva", "olympiadbench")
 # Hub datasets: (repository, config, split, question field, answer field)
@@ -39,8 +39,6 @@ HUB_SOURCES = {
 PROMPT_SUFFIX = "\n\nPlease reason step by step, and put your final answer within \\boxed{}."
 TOKEN_BUDGET = 4000
 SAMPLING = {"n": 16, "temperature": 0.6, "top_p": 0.95, "max_tokens": 32768, "seed": 0}
-
-
 
 
 # ------------------------------------------------------------------------------------------ benchmarks
@@ -150,7 +148,8 @@ def grade(responses: Sequence[str], answers: Sequence[str]) -> list[bool]:
 
 
 def score_samples(samples: Sequence[Mapping], token_budget: int = TOKEN_BUDGET) -> dict:
-    """Samples `{"benchmark", "question", "answer", "text", "n_tokens", "truncated"}` -> metrics (fractions).
+    """Samples `{"benchmark", "question", "answer", "text", "n_tokens", "truncated"}` (and `"index"`, the question's
+    position in its benchmark, which `generate` writes) -> metrics (fractions).
 
     Returns `{"metrics": {"macro_accuracy", "macro_exceed", "macro_joint"}, "benchmarks": {name: {"questions",
     "samples", "accuracy", "exceed", "joint"}}}`.
@@ -168,7 +167,9 @@ def score_samples(samples: Sequence[Mapping], token_budget: int = TOKEN_BUDGET) 
     for sample, ok in zip(samples, correct):
         ok = ok and not sample["truncated"]
         within = sample["n_tokens"] <= token_budget
-        entry = by_question[sample["benchmark"]][sample["question"]]
+        # A question is its position in the benchmark when the sample carries it: two items with the same text
+        # stay two questions.
+        entry = by_question[sample["benchmark"]][(sample.get("index"), sample["question"])]
         entry.append((ok, within))
     benchmarks = {}
     for name, questions in by_question.items():
@@ -211,13 +212,13 @@ def generate(checkpoint: str, benchmarks: Sequence[str], out: Path, *, tensor_pa
         ]  # fmt: skip
         results = llm.generate(prompts, params)
         lines = [
-            json.dumps({"benchmark": name, "question": row["question"], "answer": row["answer"], "text": o.text,
-                        "n_tokens": len(o.token_ids), "truncated": o.finish_reason == "length"})
-            for row, result in zip(rows, results) for o in result.outputs
+            json.dumps({"benchmark": name, "index": index, "question": row["question"], "answer": row["answer"],
+                        "text": o.text, "n_tokens": len(o.token_ids), "truncated": o.finish_reason == "length"})
+            for index, (row, result) in enumerate(zip(rows, results, strict=True)) for o in result.outputs
         ]  # fmt: skip
-        # One benchmark at a time, appended whole: a restart skips finished benchmarks.
-        with out.open("a") as handle:
-            handle.write("\n".join(lines) + "\n")
+        # One benchmark at a time, appended whole in one atomic replace: the file never holds part of a
+        # benchmark, so a restart after a kill skips exactly the finished ones.
+        append_lines_atomic(out, lines)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -108,8 +108,6 @@ def task_metrics(task, items: Sequence[Mapping], texts: Sequence[str], lengths: 
     return {}
 
 
-
-
 def evaluate_run(run_dir: Path, out_dir: Path, *, heldout_items: int = DEFAULTS["heldout_items"],
                  samples: int = DEFAULTS["samples"], temperature: float = DEFAULTS["temperature"],
                  top_p: float = DEFAULTS["top_p"], bfcl_python: Path | None = None) -> list[Path]:
