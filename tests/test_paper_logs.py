@@ -30,7 +30,8 @@ def training_record(step, fmt, density):
             "actor/entropy": 0.7,
             "response_length/mean": 210.0,
             "actor/pg_clipfrac": 0.01,
-            "actor/ppo_kl": 0.002,
+            "actor/ppo_kl": 0.5,  # old vs current policy: not the reference KL of the kl column
+            "actor/reward_kl_penalty": 0.002,
             "timing_s/step": 80.0,
         },
     )
@@ -97,3 +98,10 @@ def test_a_resumed_runs_validation_record_keeps_the_checkpoint_steps_training_me
     assert frame["step"].tolist() == [1, 2, 3]
     assert frame["reward/format"].tolist() == [0.1, 0.2, 0.4]
     assert frame["val/format"].iloc[1] == 0.9
+
+
+def test_the_kl_column_is_the_kl_to_the_reference_policy_only():
+    frame = metrics_frame({1: {"training/global_step": 1, "actor/ppo_kl": 0.5}}, ["format"])
+    assert frame["kl"].isna().all() and frame["verl/actor/ppo_kl"].iloc[0] == 0.5
+    frame = metrics_frame({1: {"training/global_step": 1, "actor/kl_loss": 0.01, "actor/ppo_kl": 0.5}}, ["format"])
+    assert frame["kl"].iloc[0] == 0.01

@@ -31,7 +31,9 @@ VERL_COLUMNS = {
     "entropy": ("actor/entropy",),
     "response_length": ("response_length/mean",),
     "clip_fraction": ("actor/pg_clipfrac",),
-    "kl": ("actor/kl_loss", "actor/reward_kl_penalty", "actor/ppo_kl"),
+    # KL to the reference policy, as the tiny scale's column: the actor's KL loss (math) or the reward-KL penalty
+    # (tool calling). actor/ppo_kl (old vs current policy) is another quantity; it stays as verl/actor/ppo_kl.
+    "kl": ("actor/kl_loss", "actor/reward_kl_penalty"),
     "seconds": ("timing_s/step",),
     "score": ("critic/score/mean",),
 }
