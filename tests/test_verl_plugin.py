@@ -229,6 +229,8 @@ def test_settings_are_validated(monkeypatch, sparse_batch):
         run_step(monkeypatch, "dara_sym", rewards, lengths, groups, w_maxx=2.0)
     with pytest.raises(ValueError, match="batch_norm"):
         run_step(monkeypatch, "dara_sym", rewards, lengths, groups, batch_norm="batch")
+    with pytest.raises(ValueError, match="static_weights"):  # set but unused by this estimator: not ignored
+        run_step(monkeypatch, "dara_sym", rewards, lengths, groups, static_weights=[1.0, 5.0])
 
 
 def test_reserved_metric_words_are_refused_in_reward_keys(monkeypatch, sparse_batch):

@@ -128,6 +128,11 @@ def dara_advantages(
     GRPO keeps verl's meaning (the z-score of the summed token rewards, so a reward-KL penalty counts); its channel
     diagnostics come from the reward columns. Every other method reads the unpenalised reward columns.
     """
+    if settings.static_weights is not None and method not in ("static_sym", "static_asym"):
+        raise ValueError(
+            f"algorithm.dara.static_weights is only used by dara_static_sym/dara_static_asym, not by "
+            f"{VERL_ESTIMATOR_NAMES[method]}; remove it or pick a static estimator"
+        )
     mask = response_mask.to(torch.float32)
     rewards = reward_columns(non_tensor_batch, settings.reward_keys, mask.shape[0])
     lengths = mask.sum(dim=-1)
