@@ -255,6 +255,11 @@ def test_non_dara_estimators_go_through_verls_step(monkeypatch, sparse_batch):
 def test_reward_extra_columns_rejects_samples_without_reward_info():
     with pytest.raises(ValueError, match="sample 1"):
         reward_extra_columns([{"reward_extra_info": {"format": 1.0}}, {}], ["format"])
+    with pytest.raises(ValueError, match="not a number"):
+        reward_extra_columns([{"reward_extra_info": {"format": "1.0"}}], ["format"])
+    columns = reward_extra_columns([{"reward_extra_info": {"format": np.float32(1)}}, {"reward_extra_info": {"format": 0}}],
+                                   ["format"])
+    assert columns["format"].tolist() == [1.0, 0.0]
 
 
 def test_the_dara_trainer_behaves_as_verls_sync_trainer(tmp_path):

@@ -14,6 +14,8 @@ combined (refused below).
 
 from __future__ import annotations
 
+from numbers import Real
+
 import numpy as np
 import torch
 from tensordict import TensorDict
@@ -45,7 +47,10 @@ def reward_extra_columns(extra_fields, reward_keys) -> dict[str, np.ndarray]:
                     f"sample {position} lacks reward {key!r} (reward_extra_info keys: {sorted(info)}); the reward "
                     "function must return every key in algorithm.dara.reward_keys"
                 )
-            columns[key].append(float(info[key]))
+            value = info[key]
+            if not isinstance(value, Real):  # a string or None would be coerced (or fail) far from its source
+                raise ValueError(f"sample {position}: reward {key!r} is {value!r}, not a number")
+            columns[key].append(float(value))
     return {key: np.asarray(values, dtype=np.float64) for key, values in columns.items()}
 
 
