@@ -303,3 +303,25 @@ def test_multi_output_sessions_are_refused(monkeypatch, sparse_batch):
     monkeypatch.setattr(trainer_base, "tq", FakeTransferQueue(fields))
     with pytest.raises(ValueError, match="several outputs"):
         make_trainer("dara_sym")._compute_advantage(meta, {})
+
+
+def test_a_trainer_that_failed_to_register_is_reported_with_its_error(monkeypatch):
+    import sys
+
+    import dara.verl_plugin as plugin
+
+    class Broken:  # the trainer module's import fails with an error other than ImportError
+        def find_spec(self, name, path=None, target=None):
+            if name == "dara.verl_plugin.trainer":
+                raise RuntimeError("verl changed under us")
+            return None
+
+    monkeypatch.delattr(plugin, "trainer")
+    monkeypatch.delitem(sys.modules, "dara.verl_plugin.trainer")
+    monkeypatch.setattr(sys, "meta_path", [Broken(), *sys.meta_path])
+    monkeypatch.delitem(trainer_base.TRAINER_REGISTRY, TRAINER_MODE)
+    with pytest.raises(RuntimeError, match="changed under us"):
+        plugin.register()  # verl would swallow this ...
+    with pytest.raises(RuntimeError, match=r"not in verl's trainer registry.*changed under us"):
+        assert_registered()  # ... so the check names it
+    plugin._REGISTRATION_ERRORS.clear()

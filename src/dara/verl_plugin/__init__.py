@@ -35,9 +35,11 @@ def register() -> None:
         raise
     try:
         from dara.verl_plugin import trainer  # noqa: F401  (registers on import)
-    except ImportError as error:
-        # The V1 trainer needs verl's full runtime (transfer_queue, ray, ...); estimator-only use stays possible.
+    except Exception as error:  # recorded for assert_registered, whatever went wrong
         _REGISTRATION_ERRORS.append(f"trainer {TRAINER_MODE!r}: {error!r}")
+        if not isinstance(error, ImportError):
+            raise
+        # The V1 trainer needs verl's full runtime (transfer_queue, ray, ...); estimator-only use stays possible.
         logger.warning("dara: V1 trainer %r not registered: %s", TRAINER_MODE, error)
 
 
