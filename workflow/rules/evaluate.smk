@@ -70,7 +70,8 @@ else:
             "(port=$(python -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\", 0)); print(s.getsockname()[1])');"
             " {VLLM} serve {params.checkpoint} --dtype bfloat16 --max-model-len 32768 --gpu-memory-utilization 0.85"
             " --enforce-eager --max-num-seqs 64 --seed 0 --port $port & server=$!; trap 'kill $server' EXIT;"
-            " until curl -sf http://127.0.0.1:$port/health > /dev/null; do sleep 5; done;"
+            # a server that dies while loading fails the job instead of leaving it polling until its time limit
+            " until curl -sf http://127.0.0.1:$port/health > /dev/null; do kill -0 $server || exit 1; sleep 5; done;"
             " {BFCL_PYTHON} -m dara.evaluation.bfcl_generate --checkpoint {params.checkpoint}"
             " --base-url http://127.0.0.1:$port/v1 --out {output}) > {log} 2>&1"
 
