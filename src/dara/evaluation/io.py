@@ -1,4 +1,7 @@
-"""Atomic output: a temporary file in the target's folder, then os.replace (no half-written results)."""
+"""Atomic output: a temporary file in the target's folder, then os.replace (no half-written results).
+
+Shared by the evaluation and the paper-scale tools (`dara.verl_plugin`); plain Python, importable in the bfcl
+environment too."""
 
 from __future__ import annotations
 
@@ -33,6 +36,15 @@ def write_atomic(path: str | os.PathLike, write: Callable[[object], object], mod
 
 def write_json_atomic(path: str | os.PathLike, payload: object) -> None:
     write_atomic(path, lambda handle: json.dump(payload, handle, indent=1))
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    return write_atomic(path, lambda handle: handle.write(text))
+
+
+def write_parquet_atomic(frame, path: str | os.PathLike) -> Path:
+    """A pandas DataFrame as parquet (no index)."""
+    return write_atomic(path, lambda handle: frame.to_parquet(handle, index=False), mode="wb")
 
 
 def append_lines_atomic(path: str | os.PathLike, lines: Iterable[str]) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dara.verl_plugin.io import write_atomic, write_parquet_atomic
+from dara.evaluation.io import write_atomic, write_parquet_atomic
 
 TOOLRL_COMMIT = "8cee13ec0ca72f0461da372a93a6fd8140dbb840"
 TOOLRL_URL = "https://raw.githubusercontent.com/qiancheng0/ToolRL/{commit}/dataset/rlla_4k/{split}.parquet"
@@ -53,11 +53,11 @@ def check_verl_frame(frame: pd.DataFrame, what: str, expected_rows: int | None =
 def _download(url: str, path: Path) -> Path:
     import urllib.request
 
-    def fetch(temporary: Path) -> None:
+    def fetch(handle) -> None:
         with urllib.request.urlopen(url, timeout=120) as response:
-            temporary.write_bytes(response.read())
+            handle.write(response.read())
 
-    return write_atomic(path, fetch)
+    return write_atomic(path, fetch, mode="wb")
 
 
 def prepare_rlla(out: str | Path, source: str | Path | None = None, expected_rows: dict | None = None) -> dict:

@@ -28,10 +28,10 @@ from typing import Any
 
 import yaml
 
+from dara.evaluation.io import write_text_atomic
 from dara.experiments import load_experiment
 from dara.verl_plugin import TRAINER_MODE, VERL_VERSION
 from dara.verl_plugin.estimators import VERL_ESTIMATOR_NAMES
-from dara.verl_plugin.io import write_text_atomic
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 REWARDS_MODULE = "pkg://dara.verl_plugin.rewards"
