@@ -7,6 +7,7 @@ so that each statistic has a known direction (DARA crosses first, one GDPO seed 
 from __future__ import annotations
 
 import json
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +30,7 @@ def _curve(steps, midpoint, rng, low=0.02, high=0.97):
 
 
 def write_run(root: Path, task: str, method: str, G: int, seed: int, n_steps: int, never: bool = False) -> Path:
-    rng = np.random.default_rng(abs(hash((task, method, G, seed))) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(f"{task}/{method}/{G}/{seed}".encode()))  # stable across processes
     steps = np.arange(0, n_steps + 1)
     midpoint = 10_000 if never else MIDPOINT[method] + 2 * seed + (4 if G == 4 else 0)
     frame = {"step": steps}
