@@ -180,6 +180,26 @@ def test_evaluate_run_scores_tool_calls_with_bfcl(tmp_path):
     assert metrics["bfcl_format"] == 0.0 and metrics["bfcl_accuracy_tool"] == 0.0
 
 
+@needs_bfcl_env
+def test_a_seed_group_evaluated_in_one_process_matches_runs_evaluated_alone(tmp_path):
+    import torch
+
+    from dara.evaluation.tiny import evaluate_run, evaluate_runs
+
+    torch.set_num_threads(1)
+    tool = _fake_run(tmp_path / "a", "toolcall", steps=1, eval_every=1)
+    math = _fake_run(tmp_path / "b", "math_length", steps=1, eval_every=1)
+    together = evaluate_runs([(tool, tmp_path / "together/tool"), (math, tmp_path / "together/math")],
+                             heldout_items=4, samples=1)
+    alone = evaluate_run(tool, tmp_path / "alone/tool", heldout_items=4, samples=1)
+    alone += evaluate_run(math, tmp_path / "alone/math", heldout_items=4, samples=1)
+    assert len(together) == len(alone) == 4
+    for joint, single in zip(together, alone):
+        assert json.loads(joint.read_text())["metrics"] == json.loads(single.read_text())["metrics"]
+    assert "bfcl_format" in json.loads(together[0].read_text())["metrics"]
+    assert "bfcl_format" not in json.loads(together[2].read_text())["metrics"]
+
+
 def test_eval_files_list_every_checkpoint_of_every_run():
     from dara.evaluation.layout import eval_files, paper_checkpoint_steps
     from dara.experiments import load_experiment, run_matrix

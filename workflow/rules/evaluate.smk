@@ -4,8 +4,9 @@
 # This stage appends nothing to ALL_OUTPUTS: the analysis asks for what it draws with
 #   eval_files(target=None, task=None)  -> every checkpoint's evaluation file of a target's runs.
 #
-# tiny/smoke: one job per run evaluates all its checkpoints in one process (torch loads once); its outputs are
-#   that run's step{N}.json files. Tool-calling tasks are scored by bfcl-eval in .venv-bfcl (a subprocess).
+# tiny/smoke: one job per seed group (task, method, G) evaluates all checkpoints of its runs in one process (torch
+#   and bfcl-eval load once); its outputs are those runs' step{N}.json files. Tool-calling tasks are scored by
+#   bfcl-eval in .venv-bfcl (a subprocess).
 # paper: per checkpoint, generation on GPUs (BFCL: bfcl-eval's inference loop against `vllm serve`; math:
 #   vLLM's offline engine), then scoring (BFCL in .venv-bfcl, math in the main environment).
 from functools import partial
@@ -15,28 +16,32 @@ from dara.evaluation import layout
 eval_files = partial(layout.eval_files, EXPERIMENT)
 
 if TRAINS_HERE:
-    # One rule per run: its outputs (the checkpoint steps) come from that run's resolved settings.
-    for _run in target_runs():
-        _key = f"{_run['task']}/{_run['method']}/G{_run['group_size']}/seed{_run['seed']}"
+    # One rule per seed group (task, method, G), like training: its outputs are every checkpoint file of its runs,
+    # so each checkpoint is still a target, while torch and bfcl-eval are imported once per group.
+    _RUNS = {(r["task"], r["method"], r["group_size"], r["seed"]): r for r in target_runs()}
+    for _job in train_jobs():
+        _name = f"{_job['task']}_{_job['method']}_G{_job['group_size']}"
+        _runs = [_RUNS[(_job["task"], _job["method"], _job["group_size"], seed)] for seed in _job["seeds"]]
+        _dirs = [f"{_job['task']}/{_job['method']}/G{_job['group_size']}/seed{seed}" for seed in _job["seeds"]]
 
         rule:
             name:
-                f"evaluate_{_run['task']}_{_run['method']}_G{_run['group_size']}_seed{_run['seed']}"
+                f"evaluate_{_name}"
             input:
-                run_metrics(_run["task"], _run["method"], _run["group_size"], _run["seed"]),
+                [run_metrics(r["task"], r["method"], r["group_size"], r["seed"]) for r in _runs],
             output:
-                layout.run_eval_files(EXPERIMENT, _run),
+                [path for r in _runs for path in layout.run_eval_files(EXPERIMENT, r)],
             log:
-                f"{RESULTS}/logs/evaluate/{_key}.log",
+                f"{RESULTS}/logs/evaluate/{_name}.log",
             benchmark:
-                f"{RESULTS}/benchmarks/evaluate/{_key}.tsv"
+                f"{RESULTS}/benchmarks/evaluate/{_name}.tsv"
             threads: 1
             params:
-                run=subpath(input[0], parent=True),
-                out=subpath(output[0], parent=True),
+                runs=[f"{RESULTS}/runs/{d}" for d in _dirs],
+                outs=[f"{RESULTS}/eval/{d}" for d in _dirs],
             shell:
-                "OMP_NUM_THREADS={threads} python -m dara.evaluation.tiny --run-dir {params.run} --out-dir {params.out}"
-                " > {log} 2>&1"
+                "OMP_NUM_THREADS={threads} python -m dara.evaluation.tiny --run-dir {params.runs}"
+                " --out-dir {params.outs} > {log} 2>&1"
 
 else:
     # Paper scale (backend verl). The rules call `vllm` of the GPU environment (on PATH, or `--config vllm=...`)

@@ -1,4 +1,4 @@
-"""Held-out evaluation of every checkpoint of one tiny/smoke training run.
+"""Held-out evaluation of every checkpoint of tiny/smoke training runs (a seed group per process).
 
     python -m dara.evaluation.tiny --run-dir results/tiny/runs/toolcall/dara_sym/G8/seed0 \
         --out-dir results/tiny/eval/toolcall/dara_sym/G8/seed0
@@ -108,16 +108,61 @@ def task_metrics(task, items: Sequence[Mapping], texts: Sequence[str], lengths: 
     return {}
 
 
-def evaluate_run(run_dir: Path, out_dir: Path, *, heldout_items: int = DEFAULTS["heldout_items"],
-                 samples: int = DEFAULTS["samples"], temperature: float = DEFAULTS["temperature"],
-                 top_p: float = DEFAULTS["top_p"], bfcl_python: Path | None = None) -> list[Path]:
+def evaluate_run(run_dir: Path, out_dir: Path, **options) -> list[Path]:
+    """Evaluate every checkpoint of one run; see :func:`evaluate_runs`."""
+    return evaluate_runs([(run_dir, out_dir)], **options)
+
+
+def evaluate_runs(runs: Sequence[tuple[Path, Path]], *, heldout_items: int = DEFAULTS["heldout_items"],
+                  samples: int = DEFAULTS["samples"], temperature: float = DEFAULTS["temperature"],
+                  top_p: float = DEFAULTS["top_p"], bfcl_python: Path | None = None) -> list[Path]:
+    """Evaluate every checkpoint of several runs (run_dir, out_dir) in one process.
+
+    Importing torch and bfcl-eval costs seconds per process, more than a tiny run's generation, so one job
+    evaluates a seed group and every tool-calling output of all its checkpoints goes to one bfcl-eval subprocess.
+    Checkpoints whose evaluation file exists are skipped (a rerun resumes).
+    """
     import torch
+
+    torch.set_num_threads(1)
+    if samples < 1 or heldout_items < 1:
+        raise ValueError("samples and heldout_items must be >= 1")
+    written: list[Path] = []
+    pending: dict[tuple[int, int], tuple[Path, dict]] = {}
+    bfcl_cases: list[dict] = []
+    for run_number, (run_dir, out_dir) in enumerate(runs):
+        run_written, run_pending, run_cases = _generate_run(
+            Path(run_dir), Path(out_dir), f"run{run_number}/", heldout_items, samples, temperature, top_p)
+        written += run_written
+        pending.update({(run_number, step): value for step, value in run_pending.items()})
+        bfcl_cases += run_cases
+    if bfcl_cases:
+        verdicts = score_bfcl(bfcl_cases, bfcl_python or default_bfcl_python())
+        by_checkpoint: dict[str, list[dict]] = {}
+        for case_id, verdict in verdicts.items():
+            by_checkpoint.setdefault(case_id.rsplit("/", 1)[0], []).append(verdict)
+        for (run_number, step), (_, record) in pending.items():
+            mine = by_checkpoint.get(f"run{run_number}/step{step}")
+            if mine is None:
+                continue  # not a tool-calling run
+            record["metrics"].update({
+                "bfcl_accuracy": _mean(v["valid"] for v in mine),
+                "bfcl_format": _mean(v["format"] for v in mine),
+                "bfcl_accuracy_tool": _mean(v["valid"] for v in mine if v["category"] != "irrelevance"),
+            })  # fmt: skip
+    for target, record in pending.values():
+        write_json_atomic(target, record)
+    return written
+
+
+def _generate_run(run_dir: Path, out_dir: Path, case_prefix: str, heldout_items: int, samples: int,
+                  temperature: float, top_p: float):
+    """Generate and score one run's unevaluated checkpoints; BFCL cases are returned for batch scoring."""
     import yaml
 
     from dara.tasks import get_task
     from dara.tiny.policy import generate, load_policy
 
-    torch.set_num_threads(1)
     config_path = run_dir / "config.yaml"
     if not config_path.is_file():
         raise FileNotFoundError(f"{run_dir} has no config.yaml: not a training run folder")
@@ -125,15 +170,11 @@ def evaluate_run(run_dir: Path, out_dir: Path, *, heldout_items: int = DEFAULTS[
     for key in ("task", "method", "group_size", "seed", "steps", "eval_every", "max_new_tokens"):
         if key not in config:
             raise ValueError(f"{config_path} lacks {key!r}")
-    if samples < 1 or heldout_items < 1:
-        raise ValueError("samples and heldout_items must be >= 1")
     task = get_task(config["task"], **config.get("task_options", {}))
     items = task.items("heldout", heldout_items, seed=0)
     repeated = [item for item in items for _ in range(samples)]
     tool_task = config["task"] in ("toolcall", "toolcall3")
-    pending: dict[int, dict] = {}
-    bfcl_cases: list[dict] = []
-    written = []
+    written, pending, bfcl_cases = [], {}, []
     for step in checkpoint_steps(config["steps"], config["eval_every"]):
         target = out_dir / f"step{step}.json"
         written.append(target)
@@ -144,7 +185,7 @@ def evaluate_run(run_dir: Path, out_dir: Path, *, heldout_items: int = DEFAULTS[
         texts, lengths = generate(model, tokenizer, [item["prompt"] for item in repeated], seed=EVAL_SEED,
                                   max_new_tokens=config["max_new_tokens"], temperature=temperature, top_p=top_p)  # fmt: skip
         rewards = task.score(texts, repeated, lengths)
-        record = {
+        pending[step] = (target, {
             "task": config["task"], "method": config["method"], "group_size": config["group_size"],
             "seed": config["seed"], "step": step, "checkpoint": str(checkpoint),
             "heldout_items": len(items), "samples_per_item": samples,
@@ -152,36 +193,27 @@ def evaluate_run(run_dir: Path, out_dir: Path, *, heldout_items: int = DEFAULTS[
                          "max_new_tokens": config["max_new_tokens"]},
             "rewards": {name: float(rewards[:, k].mean()) for k, name in enumerate(task.reward_names)},
             "metrics": task_metrics(task, repeated, texts, lengths, config["max_new_tokens"]),
-        }  # fmt: skip
-        pending[step] = record
+        })  # fmt: skip
         if tool_task:
-            bfcl_cases += [bfcl_entry(item, f"step{step}/{n}", text) for n, (item, text) in enumerate(zip(repeated, texts))]
-    if tool_task and bfcl_cases:
-        verdicts = score_bfcl(bfcl_cases, bfcl_python or default_bfcl_python())
-        for step, record in pending.items():
-            mine = [v for case_id, v in verdicts.items() if case_id.startswith(f"step{step}/")]
-            record["metrics"].update({
-                "bfcl_accuracy": _mean(v["valid"] for v in mine),
-                "bfcl_format": _mean(v["format"] for v in mine),
-                "bfcl_accuracy_tool": _mean(v["valid"] for v in mine if v["category"] != "irrelevance"),
-            })  # fmt: skip
-    for step, record in pending.items():
-        write_json_atomic(out_dir / f"step{step}.json", record)
-    return written
+            bfcl_cases += [bfcl_entry(item, f"{case_prefix}step{step}/{n}", text)
+                           for n, (item, text) in enumerate(zip(repeated, texts))]
+    return written, pending, bfcl_cases
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--run-dir", required=True, type=Path)
-    parser.add_argument("--out-dir", required=True, type=Path)
+    parser.add_argument("--run-dir", required=True, type=Path, nargs="+", help="training run folders")
+    parser.add_argument("--out-dir", required=True, type=Path, nargs="+", help="one output folder per run folder")
     parser.add_argument("--heldout-items", type=int, default=DEFAULTS["heldout_items"])
     parser.add_argument("--samples", type=int, default=DEFAULTS["samples"], help="samples per held-out item")
     parser.add_argument("--temperature", type=float, default=DEFAULTS["temperature"])
     parser.add_argument("--top-p", type=float, default=DEFAULTS["top_p"])
     parser.add_argument("--bfcl-python", type=Path, default=None, help="python of the bfcl environment")
     args = parser.parse_args(argv)
-    evaluate_run(args.run_dir, args.out_dir, heldout_items=args.heldout_items, samples=args.samples,
-                 temperature=args.temperature, top_p=args.top_p, bfcl_python=args.bfcl_python)  # fmt: skip
+    if len(args.run_dir) != len(args.out_dir):
+        parser.error(f"{len(args.run_dir)} --run-dir folders but {len(args.out_dir)} --out-dir folders")
+    evaluate_runs(list(zip(args.run_dir, args.out_dir)), heldout_items=args.heldout_items, samples=args.samples,
+                  temperature=args.temperature, top_p=args.top_p, bfcl_python=args.bfcl_python)  # fmt: skip
 
 
 if __name__ == "__main__":
