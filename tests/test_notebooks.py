@@ -1,7 +1,7 @@
 """The analysis notebooks (jupytext percent files) execute top to bottom on a results tree.
 
-Always on a SYNTHETIC tree the test writes (tests/test_analysis_synthetic.py); also on results/smoke when the
-smoke pipeline has produced it (skipped, with the reason, otherwise).
+Always on a SYNTHETIC tree the test writes (tests/test_analysis_synthetic.py), and on results/smoke, which the
+session fixture `smoke_results` (tests/conftest.py) produces by running the smoke pipeline.
 """
 
 import os
@@ -47,8 +47,5 @@ def test_notebook_runs_on_synthetic_results(notebook, synthetic_results):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda path: path.stem)
-def test_notebook_runs_on_smoke_results(notebook):
-    smoke = REPO / "results/smoke"
-    if not any(smoke.glob("eval/*/*/G*/seed*/step*.json")):
-        pytest.skip("results/smoke has no evaluations yet: run `make smoke` first")
-    execute(notebook, smoke)
+def test_notebook_runs_on_smoke_results(notebook, smoke_results):
+    execute(notebook, smoke_results)
