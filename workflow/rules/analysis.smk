@@ -20,13 +20,8 @@ CAPTIONS = "../../analysis/report"  # report() captions are relative to this fil
 ANALYSIS_TASKS = sorted({run["task"] for run in target_runs()})
 TASK_METRICS = {task: sorted({path for target in EXPERIMENT["targets"] if EXPERIMENT["targets"][target]["task"] == task
                               for path in target_metrics(target)}) for task in ANALYSIS_TASKS}
-# Evaluations are read at the task's main group size only (the one most runs use; ties: the smallest), as the
-# tables and checkpoint figures show: the group-size sweep is analysed from training metrics (fig3).
-def main_group_size(task):
-    sizes = [run["group_size"] for run in target_runs() if run["task"] == task]
-    return min(set(sizes), key=lambda g: (-sizes.count(g), g))
-
-
+# Evaluations are read at the task's main group size only, as the tables and checkpoint figures show: the
+# group-size sweep is analysed from training metrics (fig3).
 TASK_EVALS = {task: sorted({path for path in eval_files(None, task) if f"/G{main_group_size(task)}/" in path})
               for task in ANALYSIS_TASKS}
 # The model a single-model artifact shows at paper scale (task=model,...); empty at the CPU scales.

@@ -7,7 +7,7 @@ from dara.experiments import load_experiment, run_matrix
 
 # Shell commands say `python`: make that the interpreter running Snakemake (e.g. .venv/bin/snakemake without an
 # activated environment), so every stage runs in the environment that has dara installed.
-os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+shell.prefix(f'set -euo pipefail; export PATH="{os.path.dirname(sys.executable)}:$PATH"; ')
 
 # load_experiment validates experiments/<scale>.yaml against src/dara/schemas/experiment.schema.json and
 # names the offending key, before any rule is defined.
@@ -51,3 +51,43 @@ def train_jobs():
     for r in target_runs():
         groups.setdefault((r["task"], r["method"], r["group_size"]), []).append(r["seed"])
     return [{"task": t, "method": m, "group_size": g, "seeds": sorted(s)} for (t, m, g), s in groups.items()]
+
+
+def main_group_size(task):
+    """The group size most of a task's runs use (ties: the smallest): tables and checkpoint figures show it."""
+    sizes = [run["group_size"] for run in target_runs() if run["task"] == task]
+    return min(set(sizes), key=lambda g: (-sizes.count(g), g))
+
+
+# Paper scale (verl on a GPU cluster): runs, data and GPU resources per run, used by paper.smk's rules.
+if SCALE == "paper":
+    from dara.verl_plugin.launch import load_paper_experiment, paper_runs
+
+    PAPER_EXPERIMENT = load_paper_experiment()
+    PAPER_RUNS = {
+        (r.run_task, r.method, str(r.group_size), str(r.seed)): r for r in paper_runs(PAPER_EXPERIMENT)
+    }
+    PAPER_DATA = PAPER_EXPERIMENT["settings"]["paper"]["data_dir"]
+
+    def paper_run(wildcards):
+        return PAPER_RUNS[(wildcards.run_task, wildcards.method, wildcards.group_size, wildcards.seed)]
+
+    def paper_run_data(wildcards):
+        dataset = paper_run(wildcards).settings["dataset"]
+        return [f"{PAPER_DATA}/{dataset}/train.parquet", f"{PAPER_DATA}/{dataset}/test.parquet"]
+
+    PAPER_PRIMARY = PAPER_EXPERIMENT["settings"]["paper"]["primary_models"]
+
+    def primary_run_metrics(wildcards):
+        model = PAPER_PRIMARY[wildcards.task]
+        return f"{RESULTS}/runs/{wildcards.task}-{model}/{wildcards.method}/G{wildcards.group_size}/seed{wildcards.seed}/metrics.parquet"
+
+    def paper_resource(name):
+        def resource(wildcards):
+            return paper_run(wildcards).resources[name]
+
+        return resource
+
+    def paper_gpus(wildcards):
+        resources = paper_run(wildcards).resources
+        return resources["gpus_per_node"] * resources["nodes"]

@@ -6,37 +6,6 @@
 # verl's n_gpus_per_node/nnodes are part of the study's set-up; partitions and accounts come from the profile.
 
 if SCALE == "paper":
-    from dara.verl_plugin.launch import load_paper_experiment, paper_runs
-
-    PAPER_EXPERIMENT = load_paper_experiment()
-    PAPER_RUNS = {
-        (r.run_task, r.method, str(r.group_size), str(r.seed)): r for r in paper_runs(PAPER_EXPERIMENT)
-    }
-    PAPER_DATA = PAPER_EXPERIMENT["settings"]["paper"]["data_dir"]
-
-    def paper_run(wildcards):
-        return PAPER_RUNS[(wildcards.run_task, wildcards.method, wildcards.group_size, wildcards.seed)]
-
-    def paper_run_data(wildcards):
-        dataset = paper_run(wildcards).settings["dataset"]
-        return [f"{PAPER_DATA}/{dataset}/train.parquet", f"{PAPER_DATA}/{dataset}/test.parquet"]
-
-    PAPER_PRIMARY = PAPER_EXPERIMENT["settings"]["paper"]["primary_models"]
-
-    def primary_run_metrics(wildcards):
-        model = PAPER_PRIMARY[wildcards.task]
-        return f"{RESULTS}/runs/{wildcards.task}-{model}/{wildcards.method}/G{wildcards.group_size}/seed{wildcards.seed}/metrics.parquet"
-
-    def paper_resource(name):
-        def resource(wildcards):
-            return paper_run(wildcards).resources[name]
-
-        return resource
-
-    def paper_gpus(wildcards):
-        resources = paper_run(wildcards).resources
-        return resources["gpus_per_node"] * resources["nodes"]
-
     # Rule-level wildcard constraints: evaluate.smk's paper rules name the model-qualified folder {task}.
     RUN_WILDCARDS = dict(method="[a-z0-9_]+", group_size=r"\d+", seed=r"\d+")
 

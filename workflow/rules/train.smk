@@ -42,7 +42,7 @@ if TRAINS_HERE:
             params:
                 scale=SCALE,
                 job=_job,
-                policy=policy_dir(_job["task"]),
+                policy=subpath(input.policy, parent=True),
                 outs=[run_dir(*run) for run in _runs],
             shell:
                 "OMP_NUM_THREADS={threads} python -m dara.tiny.trainer --experiment {params.scale:q}"
