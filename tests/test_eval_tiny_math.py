@@ -271,7 +271,7 @@ def test_math_generation_resumes_with_whole_benchmarks_only(tmp_path, monkeypatc
 
 
 def test_atomic_writers_leave_the_old_file_on_failure(tmp_path):
-    from dara.evaluation.io import append_lines_atomic, write_json_atomic
+    from dara.io import append_lines_atomic, write_json_atomic
 
     target = tmp_path / "step1.json"
     write_json_atomic(target, {"a": 1})

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from dara.evaluation.bfcl_aggregate import PAPER_CATEGORIES
 from dara.evaluation.bfcl_data import is_multi_turn_id, load_entries, sample_ids, set_scratch_root
-from dara.evaluation.io import write_json_atomic
+from dara.io import write_json_atomic
 
 
 def generate_case(handler, entry: dict):

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from dara.evaluation.bfcl_aggregate import PAPER_CATEGORIES, category_of
 from dara.evaluation.bfcl_data import is_multi_turn_id, load_entries, load_possible_answers, sample_ids, set_scratch_root
-from dara.evaluation.io import write_json_atomic
+from dara.io import write_json_atomic
 from dara.rewards.toolrl import render_answer
 
 PERTURBATIONS = ("none", "wrong_value", "wrong_name", "drop_call", "empty")

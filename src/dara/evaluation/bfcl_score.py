@@ -26,7 +26,7 @@ from pathlib import Path
 
 from dara.evaluation.bfcl_aggregate import PAPER_CATEGORIES, aggregate, category_means, category_of
 from dara.evaluation.bfcl_data import load_entries, load_possible_answers, set_scratch_root
-from dara.evaluation.io import write_json_atomic
+from dara.io import write_json_atomic
 from dara.evaluation.toolrl_format import case_format, case_think_length
 
 # Custom (tiny-scale) entries: the AST categories, and "irrelevance" (no listed tool fits: valid iff no call).

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
 
-from dara.evaluation.io import append_lines_atomic, write_json_atomic
+from dara.io import append_lines_atomic, write_json_atomic
 
 BENCHMARKS = ("math500", "aime24", "amc", "minerva", "olympiadbench")
 # Hub datasets: (repository, config, split, question field, answer field)

@@ -27,7 +27,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from dara.evaluation.io import write_json_atomic
+from dara.io import write_json_atomic
 from dara.evaluation.layout import checkpoint_steps
 
 EVAL_SEED = 1234  # sampling seed, the same for every checkpoint and run

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from dara.advantages import METHODS, compute_advantages
+from dara.io import replace_atomically
 from dara.tasks import get_task
 from dara.tiny.policy import decode_responses, load_policy, sample, save_policy, token_logprobs
 
@@ -139,13 +140,6 @@ def git_revision() -> str:
         return "revision: unknown\ndirty: unknown\n"
 
 
-def write_atomic(path: Path, write) -> None:
-    """Call ``write(tmp_path)``, then move the file into place."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    write(tmp)
-    os.replace(tmp, path)
-
-
 def ppo_update(model, optimizer, ref_logp, old_logp, batch, advantages, loss_weights, args: TrainArgs):
     """One epoch of PPO-clip over ``args.minibatches`` shuffled minibatches; returns clip fraction and entropy."""
     ids, attention = batch["input_ids"], batch["attention_mask"]
@@ -186,9 +180,9 @@ def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported la
     torch.set_num_threads(1)
     out = Path(args.out)
     (out / "checkpoints").mkdir(parents=True, exist_ok=True)
-    write_atomic(out / "config.yaml", lambda p: p.write_text(yaml.safe_dump(
+    replace_atomically(out / "config.yaml", lambda p: p.write_text(yaml.safe_dump(
         {**args.resolved(), "policy": args.policy}, sort_keys=False)))
-    write_atomic(out / "git_revision.txt", lambda p: p.write_text(git_revision()))
+    replace_atomically(out / "git_revision.txt", lambda p: p.write_text(git_revision()))
 
     task = get_task(args.task, **args.task_options)
     prompts_per_step = args.responses_per_step // args.group_size
@@ -240,7 +234,7 @@ def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported la
                      "optimizer": optimizer.state_dict(), "torch_rng": torch.get_rng_state(),
                      "numpy_rng": np.random.get_state(), "python_rng": random.getstate(),
                      "prompt_rng": prompt_rng.bit_generator.state}
-            write_atomic(state_path, lambda p: torch.save(state, p))
+            replace_atomically(state_path, lambda p: torch.save(state, p))
         if step == args.steps:
             break
         started = time.perf_counter()
@@ -288,7 +282,7 @@ def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported la
         run.finish()
     frame = pd.DataFrame(rows)
     # metrics.parquet is the rule's output: written last, atomically.
-    write_atomic(out / "metrics.parquet", lambda p: frame.to_parquet(p, index=False))
+    replace_atomically(out / "metrics.parquet", lambda p: frame.to_parquet(p, index=False))
     return frame
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dara.evaluation.io import write_atomic, write_parquet_atomic
+from dara.io import write_atomic, write_parquet_atomic
 
 TOOLRL_COMMIT = "8cee13ec0ca72f0461da372a93a6fd8140dbb840"
 TOOLRL_URL = "https://raw.githubusercontent.com/qiancheng0/ToolRL/{commit}/dataset/rlla_4k/{split}.parquet"

@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from dara.evaluation.io import write_text_atomic
+from dara.io import write_text_atomic
 from dara.experiments import load_experiment
 from dara.verl_plugin import TRAINER_MODE, VERL_VERSION
 from dara.verl_plugin.estimators import VERL_ESTIMATOR_NAMES

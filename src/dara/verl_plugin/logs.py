@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dara.evaluation.io import write_parquet_atomic
+from dara.io import write_parquet_atomic
 
 DARA_PREFIX = "dara/"
 # verl metric -> shared column (first match wins). reward/<name> and the DARA diagnostics come from the dara/ metrics
