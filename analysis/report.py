@@ -85,7 +85,8 @@ def main(argv=None):
 
     lines += ["## Which claims our runs support", "",
               "Verdicts are computed by `dara.analysis.claims` from the tables above and below; "
-              "crossing claims compare Kaplan-Meier medians (never-crossing runs censored, not dropped).", "",
+              "crossing claims compare Kaplan-Meier medians (never-crossing runs censored, not dropped) and count as "
+              "supported only with a log-rank p below 0.05.", "",
               claims_markdown(claims), ""]
     verdicts = pd.Series([c.verdict for c in claims]).value_counts()
     lines += [f"In all: {', '.join(f'{n} {v}' for v, n in verdicts.items())} ({scale} scale).", ""]

@@ -22,8 +22,18 @@ def test_faster_crossing_counts_never_crossing_seeds_as_censored():
     # censored at step 100, Kaplan-Meier S stays at 3/5 > 1/2, so its median is "never" and DARA is faster.
     records = _records({"dara_sym": [14, 15, 16], "gdpo": [11, 12, None, None, None]})
     claim = claims.faster_crossing(records, "dara_sym", "gdpo", paper="F5", scale="tiny", what="format 0.8")
-    assert claim.verdict == "supported"
+    # faster by Kaplan-Meier median, but three against five seeds is no evidence (log-rank p = 0.33)
+    assert claim.verdict == "same direction, not significant"
     assert "median step 15 vs never" in claim.ours and "crossed 3/3 vs 2/5" in claim.ours
+
+
+def test_a_faster_crossing_is_supported_only_when_the_log_rank_test_is_significant():
+    many = _records({"dara_sym": [5, 6, 7, 8, 9, 10], "gdpo": [30, 31, 32, None, None, None]})
+    claim = claims.faster_crossing(many, "dara_sym", "gdpo", paper="", scale="tiny", what="x")
+    assert claim.verdict == "supported" and "p=0.000506" in claim.ours
+    never = claims.faster_crossing(_records({"dara_sym": [None, None], "gdpo": [3, 4]}), "dara_sym", "gdpo",
+                                   paper="", scale="tiny", what="x")
+    assert never.verdict == "not supported"
 
 
 def test_faster_crossing_verdicts():

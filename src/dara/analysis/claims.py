@@ -2,7 +2,9 @@
 
 Each check returns a :class:`Claim` with a verdict: "supported", "not supported", or "not testable"
 (the runs or evaluations it needs do not exist at this scale), or "inconclusive" (a crossing claim
-where neither method reached the threshold). REPORT.md lists them as they come.
+where neither method reached the threshold). A crossing claim whose medians point the paper's way but whose
+log-rank test is not significant at 5 % is "same direction, not significant": with three seeds a one-step lead
+is no evidence. REPORT.md lists them as they come.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from dara.analysis import palette
 from dara.analysis.survival import kaplan_meier, logrank_test
 from dara.analysis.tables import survival_durations
 
-Verdict = Literal["supported", "not supported", "inconclusive", "not testable"]
+Verdict = Literal["supported", "same direction, not significant", "not supported", "inconclusive", "not testable"]
+SIGNIFICANCE = 0.05  # log-rank p below which a faster crossing counts as supported
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,7 @@ def _step_text(value: float) -> str:
 def faster_crossing(records: pd.DataFrame, method: str, baseline: str, *, paper: str, scale: str,
                     what: str) -> Claim:
     """``method`` reaches the threshold in fewer steps than ``baseline``: Kaplan-Meier median crossing
-    step strictly smaller (never-crossing runs censored, not dropped), with the log-rank p-value shown.
+    step strictly smaller (never-crossing runs censored, not dropped) and a log-rank p-value below 5 %.
 
     ``records``: crossing records (``tables.crossing_records``) already narrowed to one task, reward,
     threshold and group size.
@@ -61,8 +64,12 @@ def faster_crossing(records: pd.DataFrame, method: str, baseline: str, *, paper:
             f"{len(ours_rows)} vs {int(base_rows['observed'].sum())}/{len(base_rows)}; log-rank p={p_text})")
     if not np.isfinite(ours_median) and not np.isfinite(base_median):
         verdict: Verdict = "inconclusive"
+    elif (ours_median if np.isfinite(ours_median) else np.inf) >= (base_median if np.isfinite(base_median) else np.inf):
+        verdict = "not supported"
+    elif test.p_value < SIGNIFICANCE:
+        verdict = "supported"
     else:
-        verdict = "supported" if ours_median < base_median else "not supported"
+        verdict = "same direction, not significant"
     return Claim(claim, paper, ours, verdict, scale)
 
 
