@@ -21,14 +21,14 @@ if TRAINS_HERE:
     _RUNS = {(r["task"], r["method"], r["group_size"], r["seed"]): r for r in target_runs()}
     for _job in train_jobs():
         _name = f"{_job['task']}_{_job['method']}_G{_job['group_size']}"
-        _runs = [_RUNS[(_job["task"], _job["method"], _job["group_size"], seed)] for seed in _job["seeds"]]
-        _dirs = [f"{_job['task']}/{_job['method']}/G{_job['group_size']}/seed{seed}" for seed in _job["seeds"]]
+        _keys = [(_job["task"], _job["method"], _job["group_size"], seed) for seed in _job["seeds"]]
+        _runs = [_RUNS[key] for key in _keys]
 
         rule:
             name:
                 f"evaluate_{_name}"
             input:
-                [run_metrics(r["task"], r["method"], r["group_size"], r["seed"]) for r in _runs],
+                [run_metrics(*key) for key in _keys],
             output:
                 [path for r in _runs for path in layout.run_eval_files(EXPERIMENT, r)],
             log:
@@ -37,8 +37,8 @@ if TRAINS_HERE:
                 f"{RESULTS}/benchmarks/evaluate/{_name}.tsv"
             threads: 1
             params:
-                runs=[f"{RESULTS}/runs/{d}" for d in _dirs],
-                outs=[f"{RESULTS}/eval/{d}" for d in _dirs],
+                runs=[run_dir(*key) for key in _keys],
+                outs=[layout.eval_dir(SCALE, *key) for key in _keys],
             shell:
                 "OMP_NUM_THREADS={threads} python -m dara.evaluation.tiny --run-dir {params.runs}"
                 " --out-dir {params.outs} > {log} 2>&1"
