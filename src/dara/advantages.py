@@ -92,6 +92,10 @@ def group_layout(index, n_rows: int, device: torch.device | None = None) -> Grou
             raise ValueError(f"index has {ids.numel()} entries but rewards have {n_rows} rows")
         _, codes = torch.unique(ids, return_inverse=True)
         codes = codes.to(device=device)
+        counts = torch.bincount(codes)
+        block_size = _contiguous_block_size(codes, counts)
+        if block_size is not None and block_size >= 2:
+            return _block_layout(len(counts), block_size, device)
     else:
         ids = index if isinstance(index, np.ndarray) else np.asarray(index, dtype=object)
         ids = ids.reshape(-1)
@@ -115,9 +119,8 @@ def group_layout(index, n_rows: int, device: torch.device | None = None) -> Grou
             f"every group needs at least two responses to be z-scored; group #{singleton} has "
             f"{int(counts[singleton].item())}"
         )
-    block_size = _contiguous_block_size(codes, counts)
-    if block_size is not None:  # number groups in block order, so reshaped group stats line up with codes
-        return _block_layout(n_groups, block_size, codes.device)
+    # Contiguous equal blocks were taken above (ids checked directly); what is left needs the scatter path or the
+    # sort into blocks done by compute_advantages.
     return GroupLayout(codes=codes, counts=counts, n_groups=n_groups, block_size=None)
 
 
