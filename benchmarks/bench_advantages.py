@@ -2,7 +2,7 @@
 
 Run: ``make bench`` or ``.venv/bin/python -m benchmarks.bench_advantages [--prompts 512 --group-size 16 --channels 3]``.
 Prints the fastest of several calls (robust to a busy machine) and ratios measured in the same process, on the same batch:
-  * loop/ours: the float64 loop reference (:mod:`dara.reference`) against the vectorised estimator;
+  * loop/ours: the float64 loop reference (:mod:`dara.advantages_loop`) against the vectorised estimator;
   * verl/ours: verl's ``grpo_vectorized`` (one summed reward) and ``gdpo`` against ours, both including the broadcast
     over response tokens that verl's estimators return.
 """
@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from dara.advantages import METHODS, compute_advantages
-from dara.reference import reference_advantages
+from dara.advantages_loop import loop_advantages
 
 
 def best_seconds(fn, repeats: int) -> float:
@@ -60,7 +60,7 @@ def main() -> None:
         for layout, (r, index) in layouts.items():
             r_tensor = torch.from_numpy(r)
             ours = best_seconds(lambda: compute_advantages(method, r_tensor, index, **kwargs), args.repeats)
-            loop = best_seconds(lambda: reference_advantages(method, r, index, **kwargs), 3)
+            loop = best_seconds(lambda: loop_advantages(method, r, index, **kwargs), 3)
             print(f"{method:<12} {layout:<11} {ours * 1e3:9.2f} {loop * 1e3:9.1f} {loop / ours:9.0f}x")
     compare_with_verl(rewards, uids, args)
 

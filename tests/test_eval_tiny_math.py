@@ -12,9 +12,12 @@ import pytest
 import yaml
 
 from dara.evaluation import math_eval
-from dara.evaluation.layout import checkpoint_steps
+from dara.experiments import default_evaluation
+from dara.runs import cpu_checkpoint_steps as checkpoint_steps
 from dara.evaluation.tiny import bfcl_entry, default_bfcl_python, score_bfcl
 
+# The evaluation sampling of an experiment (its `evaluation` block; defaults in the experiment schema).
+SAMPLING = {key: value for key, value in default_evaluation().items() if key not in ("heldout_items", "samples")}
 needs_bfcl_env = pytest.mark.skipif(not default_bfcl_python().exists(), reason="no .venv-bfcl (build it with `make setup`)")
 
 
@@ -141,7 +144,7 @@ def test_evaluate_run_writes_one_file_per_checkpoint(tmp_path, task_name):
     torch.set_num_threads(1)
     run = _fake_run(tmp_path, task_name)
     out = tmp_path / "eval"
-    written = evaluate_run(run, out, heldout_items=6, samples=2)
+    written = evaluate_run(run, out, **SAMPLING, heldout_items=6, samples=2)
     assert [p.name for p in written] == ["step0.json", "step1.json", "step2.json"]
     records = [json.loads(p.read_text()) for p in written]
     assert [r["step"] for r in records] == [0, 1, 2]
@@ -153,7 +156,7 @@ def test_evaluate_run_writes_one_file_per_checkpoint(tmp_path, task_name):
     assert all(0.0 <= value <= 1.0 for key, value in metrics.items() if key != "composite")
     # resuming keeps existing files untouched
     before = written[1].stat().st_mtime_ns
-    evaluate_run(run, out, heldout_items=6, samples=2)
+    evaluate_run(run, out, **SAMPLING, heldout_items=6, samples=2)
     assert written[1].stat().st_mtime_ns == before
 
 
@@ -161,7 +164,7 @@ def test_evaluate_run_rejects_a_folder_without_config(tmp_path):
     from dara.evaluation.tiny import evaluate_run
 
     with pytest.raises(FileNotFoundError, match="config.yaml"):
-        evaluate_run(tmp_path, tmp_path / "eval")
+        evaluate_run(tmp_path, tmp_path / "eval", **SAMPLING, heldout_items=6, samples=2)
 
 
 @needs_bfcl_env
@@ -172,7 +175,7 @@ def test_evaluate_run_scores_tool_calls_with_bfcl(tmp_path):
 
     torch.set_num_threads(1)
     run = _fake_run(tmp_path, "toolcall", steps=1, eval_every=1)
-    written = evaluate_run(run, tmp_path / "eval", heldout_items=6, samples=2)
+    written = evaluate_run(run, tmp_path / "eval", **SAMPLING, heldout_items=6, samples=2)
     assert [p.name for p in written] == ["step0.json", "step1.json"]
     metrics = json.loads(written[0].read_text())["metrics"]
     assert set(metrics) == {"bfcl_accuracy", "bfcl_format", "bfcl_accuracy_tool"}
@@ -190,9 +193,9 @@ def test_a_seed_group_evaluated_in_one_process_matches_runs_evaluated_alone(tmp_
     tool = _fake_run(tmp_path / "a", "toolcall", steps=1, eval_every=1)
     math = _fake_run(tmp_path / "b", "math_length", steps=1, eval_every=1)
     together = evaluate_runs([(tool, tmp_path / "together/tool"), (math, tmp_path / "together/math")],
-                             heldout_items=4, samples=1)
-    alone = evaluate_run(tool, tmp_path / "alone/tool", heldout_items=4, samples=1)
-    alone += evaluate_run(math, tmp_path / "alone/math", heldout_items=4, samples=1)
+                             **SAMPLING, heldout_items=4, samples=1)
+    alone = evaluate_run(tool, tmp_path / "alone/tool", **SAMPLING, heldout_items=4, samples=1)
+    alone += evaluate_run(math, tmp_path / "alone/math", **SAMPLING, heldout_items=4, samples=1)
     assert len(together) == len(alone) == 4
     for joint, single in zip(together, alone):
         assert json.loads(joint.read_text())["metrics"] == json.loads(single.read_text())["metrics"]
@@ -201,90 +204,14 @@ def test_a_seed_group_evaluated_in_one_process_matches_runs_evaluated_alone(tmp_
 
 
 def test_eval_files_list_every_checkpoint_of_every_run():
-    from dara.evaluation.layout import eval_files, paper_checkpoint_steps
-    from dara.experiments import load_experiment, run_matrix
+    from dara.experiments import load_experiment
+    from dara.runs import run_matrix
 
     smoke = load_experiment("smoke")
-    files = eval_files(smoke)
     runs = run_matrix(smoke)
+    files = [path for run in runs for path in run.eval_files]
     per_run = len(checkpoint_steps(smoke["settings"]["steps"], smoke["settings"]["eval_every"]))
     assert len(files) == len(set(files)) == per_run * len(runs)  # smoke sets steps globally only
     assert all(f.startswith("results/smoke/eval/") and f.endswith(".json") for f in files)
-    assert set(eval_files(smoke, task="math_length")) < set(files)
-    paper = load_experiment("paper")
-    assert paper_checkpoint_steps(100, 10) == list(range(10, 101, 10))
-    math_files = eval_files(paper, target="math")
-    # R1-Distill models train 200 steps, the Qwen3 models 100 (experiments/paper.yaml), checkpoints every 10
-    assert "results/paper/eval/math_length-r1-distill-7b/grpo/G16/seed0/step200.json" in math_files
-    assert not any("qwen3-4b-instruct" in f and f.endswith("step110.json") for f in math_files)
-    three = eval_files(paper, task="toolcall3")  # `inherit: toolcall` gives it toolcall's 100 steps
-    assert three[-1].endswith("step100.json") and len(three) == 4 * 3 * 10
-
-
-class _FakeVLLM:
-    """Stands in for vLLM's offline engine: every sample answers its question's number; can fail on a benchmark."""
-
-    fail_on: str | None = None
-
-    class SamplingParams:
-        def __init__(self, n, **kwargs):
-            self.n = n
-
-    class LLM:
-        def __init__(self, **kwargs):
-            pass
-
-        def get_tokenizer(self):
-            class Tokenizer:
-                def apply_chat_template(self, messages, **kwargs):
-                    return messages[0]["content"]
-
-            return Tokenizer()
-
-        def generate(self, prompts, params):
-            from types import SimpleNamespace
-
-            if _FakeVLLM.fail_on and any(_FakeVLLM.fail_on in p for p in prompts):
-                raise RuntimeError("killed")
-            sample = SimpleNamespace(text="\\boxed{1}", token_ids=[0] * 5, finish_reason="stop")
-            return [SimpleNamespace(outputs=[sample] * params.n) for _ in prompts]
-
-
-def test_math_generation_resumes_with_whole_benchmarks_only(tmp_path, monkeypatch):
-    import sys
-
-    monkeypatch.setitem(sys.modules, "vllm", _FakeVLLM)
-    rows = {name: [{"question": f"{name} q{i}", "answer": "1"} for i in range(3)] for name in ("math500", "amc")}
-    monkeypatch.setattr(math_eval, "load_benchmark", lambda name: rows[name])
-    out = tmp_path / "samples.jsonl"
-    monkeypatch.setattr(_FakeVLLM, "fail_on", "amc")
-    with pytest.raises(RuntimeError, match="killed"):
-        math_eval.generate("ckpt", ["math500", "amc"], out)
-    lines = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(lines) == 3 * math_eval.SAMPLING["n"] and {line["benchmark"] for line in lines} == {"math500"}
-    assert not list(tmp_path.glob(".samples.jsonl.*"))  # no temporary file left behind
-    monkeypatch.setattr(_FakeVLLM, "fail_on", "math500")  # a rerun must not sample math500 again
-    math_eval.generate("ckpt", ["math500", "amc"], out)
-    lines = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [line["benchmark"] for line in lines] == ["math500"] * 48 + ["amc"] * 48
-    assert math_eval.score_samples(lines)["metrics"]["macro_accuracy"] == 1.0
-
-
-def test_atomic_writers_leave_the_old_file_on_failure(tmp_path):
-    from dara.io import append_lines_atomic, write_json_atomic
-
-    target = tmp_path / "step1.json"
-    write_json_atomic(target, {"a": 1})
-    with pytest.raises(TypeError):
-        write_json_atomic(target, {"a": object()})  # not JSON-serialisable
-    assert json.loads(target.read_text()) == {"a": 1} and list(tmp_path.iterdir()) == [target]
-    append_lines_atomic(tmp_path / "s.jsonl", ["x"])
-    append_lines_atomic(tmp_path / "s.jsonl", ["y", "z"])
-    assert (tmp_path / "s.jsonl").read_text() == "x\ny\nz\n"
-
-
-def test_questions_with_the_same_text_stay_apart_when_indexed():
-    samples = [{**_sample("a", "same text", "1", "\\boxed{1}"), "index": 0},
-               {**_sample("a", "same text", "2", "\\boxed{1}"), "index": 1}]
-    scores = math_eval.score_samples(samples)["benchmarks"]["a"]
-    assert scores["questions"] == 2 and scores["accuracy"] == 0.5
+    paper = run_matrix(load_experiment("paper"), "toolcall")[0]
+    assert paper.checkpoint_steps == list(range(10, 101, 10))  # verl's save_freq 10 over 100 steps

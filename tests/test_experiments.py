@@ -4,8 +4,9 @@ import copy
 
 import pytest
 
-from dara.experiments import ExperimentError, load_experiment, run_matrix, run_spec, validate_experiment, \
+from dara.experiments import ExperimentError, default_settings, load_experiment, validate_experiment, \
     warm_start_settings
+from dara.runs import find_run, run_matrix
 from dara.tiny.trainer import TrainArgs
 
 TINY_TARGETS = {"toolcall", "math_length", "act_critic", "group_size", "three_rewards", "static_vs_dynamic"}
@@ -21,8 +22,8 @@ def test_shipped_experiments_validate_and_every_run_builds_trainer_args(scale):
     experiment = load_experiment(scale)
     assert experiment["scale"] == scale and set(experiment["targets"]) == TINY_TARGETS
     for run in run_matrix(experiment):
-        TrainArgs(task=run["task"], method=run["method"], group_size=run["group_size"], seed=run["seed"],
-                  policy="p", out="o", **run["settings"])
+        args = TrainArgs.from_run(run)
+        assert args.out == run.run_dir and args.policy == run.policy_dir
 
 
 def test_tiny_run_matrix_sizes(tiny):
@@ -32,16 +33,16 @@ def test_tiny_run_matrix_sizes(tiny):
     runs = run_matrix(tiny)
     # group_size shares its G=8 runs with toolcall; static_vs_dynamic is inside math_length.
     assert len(runs) == 24 + 24 + 15 + 27 + 12
-    assert len({(r["task"], r["method"], r["group_size"], r["seed"]) for r in runs}) == len(runs)
-    shared = run_spec(tiny, "toolcall", "dara_sym", 8, 0)
-    assert sorted(shared["targets"]) == ["group_size", "toolcall"]
+    assert len({r.run_dir for r in runs}) == len(runs)
+    shared = find_run(tiny, "toolcall", "dara_sym", 8, 0)
+    assert sorted(shared.targets) == ["group_size", "toolcall"]
     assert all(len(r["seeds"]) >= 3 for r in tiny["targets"].values())
 
 
 def test_group_size_sweep_keeps_responses_per_step(tiny):
     runs = run_matrix(tiny, "group_size")
-    assert {r["group_size"] for r in runs} == {4, 8, 16, 32}
-    assert len({r["settings"]["responses_per_step"] for r in runs}) == 1
+    assert {r.group_size for r in runs} == {4, 8, 16, 32}
+    assert len({r.settings["responses_per_step"] for r in runs}) == 1
 
 
 def test_settings_resolve_global_then_task_then_target(tiny):
@@ -49,16 +50,16 @@ def test_settings_resolve_global_then_task_then_target(tiny):
     experiment["targets"]["act_critic"]["settings"] = {"learning_rate": 0.5}
     experiment["tasks"]["act_critic"]["settings"]["learning_rate"] = 0.25
     experiment["tasks"]["act_critic"]["settings"]["batch_norm"] = "none"
-    spec = run_spec(experiment, "act_critic", "gdpo", 8, 0)
-    assert spec["settings"]["learning_rate"] == 0.5
-    assert spec["settings"]["batch_norm"] == "none"
-    assert spec["settings"]["steps"] == experiment["settings"]["steps"]
-    assert spec["settings"]["task_options"] == experiment["tasks"]["act_critic"]["options"]
+    settings = find_run(experiment, "act_critic", "gdpo", 8, 0).settings
+    assert settings["learning_rate"] == 0.5
+    assert settings["batch_norm"] == "none"
+    assert settings["steps"] == experiment["settings"]["steps"]
+    assert settings["task_options"] == experiment["tasks"]["act_critic"]["options"]
 
 
 def test_static_weights_reach_only_static_methods(tiny):
-    assert "static_weights" in run_spec(tiny, "math_length", "static_asym", 8, 0)["settings"]
-    assert "static_weights" not in run_spec(tiny, "math_length", "dara_asym", 8, 0)["settings"]
+    assert "static_weights" in find_run(tiny, "math_length", "static_asym", 8, 0).settings
+    assert "static_weights" not in find_run(tiny, "math_length", "dara_asym", 8, 0).settings
 
 
 @pytest.mark.parametrize("path, value, key", [
@@ -118,7 +119,7 @@ def test_unknown_target_scale_and_run_fail(tiny, tmp_path):
     with pytest.raises(FileNotFoundError):
         load_experiment("huge")
     with pytest.raises(ExperimentError, match="defines run"):
-        run_spec(tiny, "toolcall", "grpo", 8, 99)
+        find_run(tiny, "toolcall", "grpo", 8, 99)
     bad = tmp_path / "bad.yaml"
     bad.write_text("- a list\n")
     with pytest.raises(ExperimentError, match="mapping"):
@@ -132,3 +133,32 @@ def test_warm_start_settings_merge_task_overrides(tiny):
     assert settings["sft_steps"] == tiny["tasks"]["math_length"]["warm_start"]["sft_steps"]
     assert settings["sft_batch_size"] == tiny["warm_start"]["sft_batch_size"]
     assert settings["max_new_tokens"] == tiny["tasks"]["math_length"]["settings"]["max_new_tokens"]
+
+
+def test_defaults_come_from_the_schema_and_fill_what_a_file_leaves_out(tmp_path):
+    import yaml
+
+    minimal = {"scale": "mini", "settings": {"steps": 3},
+               "tasks": {"toolcall": {"settings": {"static_weights": [5.0, 1.0]}}},
+               "targets": {"t": {"task": "toolcall", "methods": ["dara_sym", "static_sym"], "group_sizes": [4],
+                                 "seeds": [0]}}}
+    path = tmp_path / "mini.yaml"
+    path.write_text(yaml.safe_dump(minimal))
+    experiment = load_experiment(path)
+    defaults = default_settings()
+    assert experiment["settings"] == {**defaults, "steps": 3}
+    assert set(experiment["evaluation"]) == {"heldout_items", "samples", "temperature", "top_p", "seed"}
+    # eval_every was missing from the file: it comes from the schema instead of failing later (KeyError before)
+    (run, static) = run_matrix(experiment)
+    assert run.settings["eval_every"] == defaults["eval_every"] and run.checkpoint_steps == [0, 3]
+    assert static.settings["static_weights"] == [5.0, 1.0] and "static_weights" not in run.settings
+    assert warm_start_settings(experiment, "toolcall")["model"]["hidden_size"] > 0
+    # every trainer setting has a schema default except the static weights (no sensible default exists)
+    assert set(TrainArgs.__dataclass_fields__) - set(defaults) == {
+        "task", "method", "policy", "out", "group_size", "seed", "task_options", "static_weights", "progress"}
+
+
+def test_the_dara_algorithm_constants_match_the_schema_defaults():
+    from dara.advantages import W_MAX
+
+    assert default_settings()["w_max"] == W_MAX

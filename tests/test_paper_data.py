@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from dara.verl_plugin.data import MATH_INSTRUCTION, check_verl_frame, prepare_deepscaler, prepare_rlla
+from dara.verl_backend.data import MATH_INSTRUCTION, check_verl_frame, prepare_deepscaler, prepare_rlla
 
 
 def rlla_frame(n):

@@ -10,14 +10,17 @@ import torch
 
 torch.set_num_threads(1)
 
-from dara.verl_plugin.launch import (  # noqa: E402
-    PaperConfigError,
-    find_run,
-    hydra_overrides,
-    load_paper_experiment,
-    paper_runs,
-    verl_overrides,
-)
+from dara.experiments import ExperimentError, load_experiment  # noqa: E402
+from dara.runs import find_run, run_matrix  # noqa: E402
+from dara.verl_backend.launch import LaunchError, check_verl_version, hydra_overrides, verl_overrides  # noqa: E402
+
+paper_runs = run_matrix
+
+
+def load_paper_experiment(path=None):
+    experiment = load_experiment(path or "paper")
+    check_verl_version(experiment)
+    return experiment
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +35,7 @@ def test_the_study_has_every_run_of_the_paper(experiment):
     assert counts == {"toolcall": 60, "group_size": 48, "three_rewards": 12, "math": 24, "static_ablation": 2}
     runs = paper_runs(experiment)
     assert len(runs) == 60 + 48 - 12 + 12 + 24 + 2  # the group ablation's G=4 runs are Table 1's 1.5B runs
-    assert len({run.run_dir() for run in runs}) == len(runs)
+    assert len({run.run_dir for run in runs}) == len(runs)
     shared = find_run(experiment, "toolcall-qwen2.5-1.5b", "dara_sym", 4, 0)
     assert set(shared.targets) == {"toolcall", "group_size"}
 
@@ -101,25 +104,33 @@ def _write(tmp_path, experiment):
 def test_bad_paper_settings_fail_with_the_key_named(experiment, tmp_path):
     broken = copy.deepcopy(experiment)
     broken["settings"]["paper"]["modles"] = {}
-    with pytest.raises(PaperConfigError, match="modles"):
+    with pytest.raises(ExperimentError, match="modles"):
+        load_paper_experiment(_write(tmp_path, broken))
+    broken = copy.deepcopy(experiment)
+    broken["settings"]["paper"]["models"]["qwen2.5-3b"]["resources"]["gpus"] = 4
+    with pytest.raises(ExperimentError, match=r"settings/paper/models/qwen2.5-3b/resources.*'gpus'"):
+        load_paper_experiment(_write(tmp_path, broken))
+    broken = copy.deepcopy(experiment)
+    broken["tasks"]["math_length"]["settings"]["paper"]["rewrd_keys"] = ["a"]
+    with pytest.raises(ExperimentError, match="rewrd_keys"):
         load_paper_experiment(_write(tmp_path, broken))
     broken = copy.deepcopy(experiment)
     del broken["settings"]["paper"]["target_models"]["math"]
-    with pytest.raises(PaperConfigError, match="target_models/math"):
+    with pytest.raises(ExperimentError, match="target_models/math"):
         load_paper_experiment(_write(tmp_path, broken))
     broken = copy.deepcopy(experiment)
     broken["settings"]["paper"]["verl_version"] = "0.7.0"
-    with pytest.raises(PaperConfigError, match="0.9.1"):
+    with pytest.raises(LaunchError, match="0.9.1"):
         load_paper_experiment(_write(tmp_path, broken))
     broken = copy.deepcopy(experiment)
     broken["targets"]["group_size"]["group_sizes"] = [4, 6]
     runs = paper_runs(load_paper_experiment(_write(tmp_path, broken)), "group_size")
-    with pytest.raises(PaperConfigError, match="multiple of G=6"):
+    with pytest.raises(LaunchError, match="multiple of G=6"):
         [verl_overrides(run, "/r") for run in runs]
     broken = copy.deepcopy(experiment)
     broken["settings"]["paper"]["logger"] = ["console"]
     run = paper_runs(load_paper_experiment(_write(tmp_path, broken)), "toolcall")[0]
-    with pytest.raises(PaperConfigError, match="file"):
+    with pytest.raises(LaunchError, match="file"):
         verl_overrides(run, "/r")
 
 
@@ -167,7 +178,7 @@ def test_train_writes_provenance_links_checkpoints_and_resumes(experiment, tmp_p
     import pandas as pd
     import yaml
 
-    from dara.verl_plugin import launch
+    from dara.verl_backend import launch
 
     real_run = subprocess.run
     calls = []
@@ -177,7 +188,7 @@ def test_train_writes_provenance_links_checkpoints_and_resumes(experiment, tmp_p
             return real_run(command, env=env, check=check, cwd=cwd, **kwargs)
         calls.append((command, env))
         attempt = len(calls)
-        run_dir = tmp_path / "results" / "runs" / "toolcall-qwen2.5-1.5b" / "dara_asym" / "G4" / "seed1"
+        run_dir = tmp_path / "results" / "paper" / "runs" / "toolcall-qwen2.5-1.5b" / "dara_asym" / "G4" / "seed1"
         with open(env["VERL_FILE_LOGGER_PATH"], "w") as log:
             for step in (range(1, 3) if attempt == 1 else range(2, 4)):
                 data = {"training/global_step": step, "dara/reward/format": 0.1 * step + attempt,
@@ -190,9 +201,9 @@ def test_train_writes_provenance_links_checkpoints_and_resumes(experiment, tmp_p
 
     monkeypatch.setattr(launch.subprocess, "run", fake_verl)
     run = find_run(experiment, "toolcall-qwen2.5-1.5b", "dara_asym", 4, 1)
-    out = launch.train(run, tmp_path / "results", data_dir=tmp_path / "data")
+    out = launch.train(run, tmp_path, data_dir=tmp_path / "data")
     run_dir = out.parent
-    assert out == tmp_path / "results" / "runs" / "toolcall-qwen2.5-1.5b" / "dara_asym" / "G4" / "seed1" / "metrics.parquet"
+    assert out == tmp_path / "results" / "paper" / "runs" / "toolcall-qwen2.5-1.5b" / "dara_asym" / "G4" / "seed1" / "metrics.parquet"
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert config["run"] == {"task": "toolcall", "model": "qwen2.5-1.5b", "method": "dara_asym", "group_size": 4,
                              "seed": 1, "targets": ["toolcall", "group_size"]}
@@ -206,7 +217,7 @@ def test_train_writes_provenance_links_checkpoints_and_resumes(experiment, tmp_p
     assert config["verl_overrides"]["trainer.default_local_dir"] == str(run_dir.absolute() / "verl_checkpoints")
     assert (run_dir / "checkpoints" / "step2" / "config.json").is_file()
 
-    launch.train(run, tmp_path / "results", data_dir=tmp_path / "data")  # a resumed attempt
+    launch.train(run, tmp_path, data_dir=tmp_path / "data")  # a resumed attempt
     assert calls[1][1]["VERL_FILE_LOGGER_PATH"].endswith("verl_logs/attempt2.jsonl")
     frame = pd.read_parquet(out)
     assert frame["step"].tolist() == [1, 2, 3]
@@ -217,8 +228,8 @@ def test_train_writes_provenance_links_checkpoints_and_resumes(experiment, tmp_p
 def test_primary_models_must_be_given_for_every_task(experiment, tmp_path):
     broken = copy.deepcopy(experiment)
     del broken["settings"]["paper"]["primary_models"]["toolcall3"]
-    with pytest.raises(PaperConfigError, match="primary_models/toolcall3"):
+    with pytest.raises(ExperimentError, match="primary_models/toolcall3"):
         load_paper_experiment(_write(tmp_path, broken))
     runs = paper_runs(experiment)
-    assert {(r.task, r.model) for r in runs if r.is_primary} == {
+    assert {(r.task, r.model) for r in runs if r.primary} == {
         ("toolcall", "qwen2.5-1.5b"), ("toolcall3", "qwen2.5-1.5b"), ("math_length", "r1-distill-1.5b")}

@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from dara.verl_plugin.logs import convert_run_logs, metrics_frame, read_jsonl_logs
+from dara.verl_backend.logs import convert_run_logs, metrics_frame, read_jsonl_logs
 
 
 def record(step, **data):

@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dara.experiments import load_experiment, run_matrix
+from dara.experiments import load_experiment
+from dara.runs import run_matrix
 
 pytestmark = pytest.mark.slow
 
@@ -19,9 +20,9 @@ def test_every_run_wrote_its_metrics_config_and_revision(smoke_results):
     runs = run_matrix(experiment)
     assert runs
     for run in runs:
-        folder = smoke_results / "runs" / run["task"] / run["method"] / f"G{run['group_size']}" / f"seed{run['seed']}"
+        folder = smoke_results.parents[1] / run.run_dir
         metrics = pd.read_parquet(folder / "metrics.parquet")
-        steps = run["settings"]["steps"]
+        steps = run.settings["steps"]
         assert metrics["step"].tolist() == list(range(steps)), folder  # row s: rollouts of the policy after s updates
         rewards = [c.split("/", 1)[1] for c in metrics.columns if c.startswith("reward/") and c != "reward/sum"]
         assert rewards, folder

@@ -6,6 +6,7 @@ import torch
 import yaml
 
 import dara.tiny.trainer as trainer_module
+from dara.experiments import default_settings, default_warm_start
 from dara.tiny.policy import generate, load_policy
 from dara.tiny.trainer import TrainArgs, train
 from dara.tiny.warmstart import warm_start
@@ -18,15 +19,18 @@ ACT_OPTIONS = {"tag_rate": 0.5}
 def act_policy(tmp_path_factory):
     """A deliberately small and briefly trained act_critic policy (seconds, not minutes)."""
     path = tmp_path_factory.mktemp("policy") / "act_critic"
-    report = warm_start("act_critic", ACT_OPTIONS, path, vocab_size=400, corpus_items=200, sft_steps=60, sft_learning_rate=0.01,
-                        sft_batch_size=16, probe_prompts=4, probe_group_size=4, max_new_tokens=20,
-                        model={"hidden_size": 32, "layers": 1, "heads": 2, "kv_heads": 1, "intermediate_size": 64})
+    settings = {**default_warm_start(), **dict(
+        vocab_size=400, corpus_items=200, sft_steps=60, sft_learning_rate=0.01, sft_batch_size=16, probe_prompts=4,
+        probe_group_size=4, max_new_tokens=20,
+        model={"hidden_size": 32, "layers": 1, "heads": 2, "kv_heads": 1, "intermediate_size": 64, "max_positions": 256})}
+    report = warm_start("act_critic", ACT_OPTIONS, path, **settings)
     assert report["parameters"] < 1_000_000
     return path
 
 
 def _args(policy, out, **overrides):
-    settings = dict(task="act_critic", method="dara_sym", policy=str(policy), out=str(out), group_size=4, seed=0,
+    settings = dict(default_settings(), task="act_critic", method="dara_sym", policy=str(policy), out=str(out),
+                    group_size=4, seed=0,
                     task_options=ACT_OPTIONS, steps=4, responses_per_step=16, max_new_tokens=20, prompt_pool=100,
                     eval_every=2, state_every=2, progress=False)
     settings.update(overrides)
@@ -52,7 +56,8 @@ def test_one_step_writes_metrics_config_revision_and_checkpoints(act_policy, tmp
     for step in (0, 1):
         tokenizer, model = load_policy(tmp_path / "checkpoints" / f"step{step}")
         assert model.config.model_type == "qwen2"
-    assert not list(tmp_path.rglob("*.tmp"))
+    # dara.io's temporary names (.<name>.<random>.tmp<suffix>) are all gone
+    assert not [path for path in tmp_path.rglob("*") if ".tmp" in path.name or path.name.endswith(".old")]
 
 
 def test_training_changes_the_policy(act_policy, tmp_path):

@@ -4,7 +4,7 @@ import json
 
 import torch
 
-import dara.tiny.trainer as trainer_module
+from dara.experiments import default_warm_start
 from dara.tiny.policy import generate, load_policy, train_tokenizer
 from dara.tiny.warmstart import warm_start
 
@@ -12,10 +12,10 @@ torch.set_num_threads(1)
 
 
 def test_warm_start_learns_the_layout_but_rarely_the_tag(tmp_path):
-    report = warm_start("act_critic", {"tag_rate": 0.1}, tmp_path, vocab_size=400, corpus_items=300,
-                        sft_steps=150, sft_batch_size=32, sft_learning_rate=0.01, probe_prompts=16,
-                        probe_group_size=4, max_new_tokens=20,
-                        model={"hidden_size": 32, "layers": 1, "heads": 2, "kv_heads": 1, "intermediate_size": 64})
+    report = warm_start("act_critic", {"tag_rate": 0.1}, tmp_path, **{**default_warm_start(), **dict(
+        vocab_size=400, corpus_items=300, sft_steps=150, sft_batch_size=32, sft_learning_rate=0.01, probe_prompts=16,
+        probe_group_size=4, max_new_tokens=20,
+        model={"hidden_size": 32, "layers": 1, "heads": 2, "kv_heads": 1, "intermediate_size": 64, "max_positions": 256})})
     saved = json.loads((tmp_path / "warmstart.json").read_text())
     assert saved == json.loads(json.dumps(report))
     for name in ("config.json", "model.safetensors", "tokenizer.json"):
@@ -41,8 +41,17 @@ def test_tokenizer_round_trips_the_task_text():
 
 
 def test_git_revision_outside_a_checkout_says_unknown(monkeypatch):
+    from dara import provenance
+
     def no_git(*args, **kwargs):
         raise FileNotFoundError("git")
 
-    monkeypatch.setattr(trainer_module.subprocess, "run", no_git)
-    assert trainer_module.git_revision() == "revision: unknown\ndirty: unknown\n"
+    monkeypatch.setattr(provenance.subprocess, "run", no_git)
+    assert provenance.revision_text() == "revision: unknown\ndirty: unknown\n"
+
+
+def test_git_revision_inside_the_checkout_names_the_commit():
+    from dara import provenance
+
+    found = provenance.git_revision()
+    assert len(found["revision"]) == 40 and int(found["revision"], 16) >= 0 and found["dirty"] in (True, False)

@@ -14,8 +14,8 @@ Per group g and channel k the reward is z-scored with the Bessel-corrected stand
 active-group density is ``pi_k = active groups / groups``. DARA weights channel k by
 ``w_k = min(w_max, sqrt(max_j pi_j / pi_k))`` (1 when ``pi_k = 0``): DARA-Sym multiplies every Z_k by w_k,
 DARA-Asym only the positive ones, so sparse channels are not drowned by dense ones. The static variants apply the
-same calibration with fixed weights. Definitions and constants follow the paper's release (see
-``shared/spec/PAPER.md`` section A in the project docs).
+same calibration with fixed weights. Definitions and constants follow the paper's release; docs/methods.md states
+them with their sources.
 
 Everything is computed in float64 and returned as float32: a group whose values are all equal gets exactly 0 (and
 is inactive) whatever the input dtype, unlike a float32 mean/std where rounding leaves |A| of 0.03-0.19 for a
@@ -31,19 +31,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-METHODS = ("grpo", "gdpo", "dvao", "gd2po_hard", "static_sym", "static_asym", "dara_sym", "dara_asym")
+from dara.methods import METHODS, get_method
+
 BATCH_NORMS = ("response", "token", "none")
 
-# Calibration per method: how channel weights enter ("sym": w * Z, "asym": Z + (w - 1) * max(Z, 0)) and where the
-# weights come from ("density": DARA's rule, "static": user-given, "unit": all ones).
-_CALIBRATION = {
-    "gdpo": ("sym", "unit"),
-    "gd2po_hard": ("sym", "unit"),
-    "static_sym": ("sym", "static"),
-    "static_asym": ("asym", "static"),
-    "dara_sym": ("sym", "density"),
-    "dara_asym": ("asym", "density"),
-}
+W_MAX = 5.0  # DARA's weight cap
+TAU = 1e-8  # a group is active for a channel when the sum of its |Z| exceeds this
+EPS = 1e-6  # added to every group (and response-normalisation) standard deviation
 
 SIGN_EPS = 1e-8  # GD2PO-Hard: |Z| at or below this counts as neutral, not as a sign
 DVAO_DENOM_EPS = 1e-8  # DVAO: a denominator at or below this gives advantage 0
@@ -236,9 +230,9 @@ def compute_advantages(
     rewards,
     index,
     *,
-    w_max: float = 5.0,
-    tau: float = 1e-8,
-    eps: float = 1e-6,
+    w_max: float = W_MAX,
+    tau: float = TAU,
+    eps: float = EPS,
     static_weights: Sequence[float] | None = None,
     base_weights: Sequence[float] | None = None,
     lengths=None,
@@ -285,21 +279,21 @@ def compute_advantages(
     calibrated = z
     extra: dict[str, float] = {}
 
-    if method == "grpo":
+    spec = get_method(method)
+    if spec.formula == "grpo":
         advantages, _, _, _ = group_zscores(x.sum(dim=1, keepdim=True), layout, eps)
         advantages = advantages[:, 0]
-    elif method == "dvao":
+    elif spec.formula == "dvao":
         advantages = _dvao(x, layout, base_weights)
     else:
-        mode, source = _CALIBRATION[method]
-        if source == "density":
+        if spec.weights == "density":
             weights = density_weights(density, w_max)
-        elif source == "static":
+        elif spec.weights == "static":
             weights = torch.as_tensor(static_weights, dtype=torch.float64, device=device)
-        calibrated = calibrate(z, weights, mode)
+        calibrated = calibrate(z, weights, spec.calibration)
         scores = calibrated.sum(dim=1)
         keep = None
-        if method == "gd2po_hard":
+        if spec.drops_conflicts:
             keep = ~((z > SIGN_EPS).any(dim=1) & (z < -SIGN_EPS).any(dim=1))
             kept_fraction = _group_sum(keep.to(torch.float64), layout) / layout.counts
             loss_weights = kept_fraction[layout.codes]
@@ -402,8 +396,7 @@ def _channel_names(channel_names, n_channels: int) -> list[str]:
 
 
 def _validate_options(method, w_max, tau, eps, batch_norm, static_weights, base_weights, n_channels) -> None:
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; valid methods: {', '.join(METHODS)}")
+    spec = get_method(method)
     if batch_norm not in BATCH_NORMS:
         raise ValueError(f"unknown batch_norm {batch_norm!r}; valid values: {', '.join(BATCH_NORMS)}")
     if not (np.isfinite(w_max) and w_max >= 1.0):
@@ -412,8 +405,7 @@ def _validate_options(method, w_max, tau, eps, batch_norm, static_weights, base_
         raise ValueError(f"tau must be a finite number >= 0, got {tau}")
     if not (np.isfinite(eps) and eps > 0.0):
         raise ValueError(f"eps must be a finite number > 0, got {eps}")
-    is_static = method in ("static_sym", "static_asym")
-    if is_static:
+    if spec.needs_static_weights:
         if static_weights is None:
             raise ValueError(f"{method} needs static_weights, one per reward channel (each >= 1)")
         values = np.asarray(static_weights, dtype=float).reshape(-1)
@@ -424,7 +416,7 @@ def _validate_options(method, w_max, tau, eps, batch_norm, static_weights, base_
     elif static_weights is not None:
         raise ValueError(f"static_weights are only used by static_sym/static_asym, not by {method}")
     if base_weights is not None:
-        if method != "dvao":
+        if spec.formula != "dvao":
             raise ValueError(f"base_weights are only used by dvao, not by {method}")
         values = np.asarray(base_weights, dtype=float).reshape(-1)
         if values.shape[0] != n_channels:

@@ -1,35 +1,78 @@
-"""Experiment files (``experiments/<scale>.yaml``): loading, validation and the run matrix.
+"""Experiment files (``experiments/<scale>.yaml``): schema, defaults and settings resolution.
 
 An experiment names trainer ``settings`` (global, then per task, then per target: later blocks override earlier
-ones), the ``tasks`` with their options, and ``targets``: named sweeps of methods x group sizes x seeds on one task.
-The Snakemake workflow and the trainer both read runs from here, so a sweep is a config block, not copied rules.
+ones), the ``tasks`` with their options, ``warm_start`` and ``evaluation`` settings, and ``targets``: named sweeps
+of methods x group sizes x seeds on one task. Every default lives in the JSON Schema
+(``src/dara/schemas/experiment.schema.json``) and is filled in by `load_experiment`; no trainer, evaluation or
+workflow code keeps a second default. The method enum of the schema comes from `dara.methods`.
 
-    experiment = load_experiment("tiny")               # or a path; validated against the JSON Schema
-    runs = run_matrix(experiment)                      # every distinct run of every target
-    runs = run_matrix(experiment, target="group_size")
-    spec = run_spec(experiment, "toolcall", "dara_sym", 8, 0)
+Paper-scale (verl) experiments add a ``paper`` block at each level (``settings.paper`` -> ``tasks.<task>.settings
+.paper``, after its ``inherit`` -> the model's entry -> ``targets.<target>.settings.paper``), merged deeply by
+`paper_settings`; the ``verl`` mappings inside hold Hydra overrides by dotted key, merged key by key.
+
+Runs, their folders and the run matrix are in `dara.runs`, which asks this module for each run's settings:
+
+    experiment = load_experiment("tiny")                      # or a path; validated, defaults filled in
+    settings = run_settings(experiment, "toolcall", "dara_sym")
+    warm = warm_start_settings(experiment, "toolcall")
 """
 
 from __future__ import annotations
 
 import copy
 import json
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from dara.methods import METHODS, get_method
+
 EXPERIMENTS_DIR = Path(__file__).resolve().parents[2] / "experiments"
-STATIC_METHODS = ("static_sym", "static_asym")
+BACKENDS = ("tiny", "trl", "verl")
+# The settings a verl run reads from the shared (non-paper) settings; every other shared key is the CPU trainers'.
+VERL_SHARED_KEYS = ("w_max", "batch_norm", "static_weights")
 
 
 class ExperimentError(ValueError):
     """An experiment file that does not describe a valid set of runs."""
 
 
+@cache
+def _schema_text() -> str:
+    return resources.files("dara.schemas").joinpath("experiment.schema.json").read_text()
+
+
 def schema() -> dict[str, Any]:
-    return json.loads(resources.files("dara.schemas").joinpath("experiment.schema.json").read_text())
+    """The experiment JSON Schema, its method enum filled from `dara.methods`."""
+    document = json.loads(_schema_text())
+    document["$defs"]["method"] = {"enum": list(METHODS)}
+    return document
+
+
+def _defaults(definition: str) -> dict[str, Any]:
+    """``default`` of every property of a ``$defs`` entry (one level; nested objects by their own entry)."""
+    properties = schema()["$defs"][definition]["properties"]
+    return {key: copy.deepcopy(spec["default"]) for key, spec in properties.items() if "default" in spec}
+
+
+def default_settings() -> dict[str, Any]:
+    """Trainer settings every CPU-scale run starts from (the schema's defaults)."""
+    return _defaults("settings")
+
+
+def default_warm_start() -> dict[str, Any]:
+    """Warm-start settings (`dara.tiny.warmstart.warm_start` keywords, the model size included) from the schema;
+    ``max_new_tokens`` comes from the run settings."""
+    return {**_defaults("warm_start"), "model": _defaults("warm_start_model"),
+            "max_new_tokens": default_settings()["max_new_tokens"]}
+
+
+def default_evaluation() -> dict[str, Any]:
+    """Evaluation sampling (held-out items, samples, temperature, top-p, seed) from the schema."""
+    return _defaults("evaluation")
 
 
 def _location(path) -> str:
@@ -37,8 +80,8 @@ def _location(path) -> str:
 
 
 def validate_experiment(experiment: dict[str, Any], source: str = "experiment") -> dict[str, Any]:
-    """Raise ``ExperimentError`` naming the offending key if ``experiment`` breaks the schema or refers to
-    unknown tasks; return it unchanged otherwise."""
+    """Raise ``ExperimentError`` naming the offending key if ``experiment`` breaks the schema or refers to unknown
+    tasks, models or targets; return it unchanged otherwise."""
     import jsonschema
 
     validator = jsonschema.Draft202012Validator(schema())
@@ -55,11 +98,54 @@ def validate_experiment(experiment: dict[str, Any], source: str = "experiment") 
     for name, target in experiment["targets"].items():
         if target["task"] not in experiment["tasks"]:
             raise ExperimentError(f"{source}: targets/{name}/task: {target['task']!r} is not defined under tasks")
+        backend = target.get("backend", experiment.get("backend", "tiny"))
+        if (backend == "verl") != (experiment.get("backend", "tiny") == "verl"):
+            raise ExperimentError(f"{source}: targets/{name}/backend: {backend!r} cannot run in a "
+                                  f"{experiment.get('backend', 'tiny')!r} experiment")
+    if experiment.get("backend") == "verl":
+        _validate_paper(experiment, source)
+    return experiment
+
+
+def _validate_paper(experiment: dict[str, Any], source: str) -> None:
+    paper = experiment["settings"].get("paper")
+    if paper is None:
+        raise ExperimentError(f"{source}: settings/paper is missing (a verl experiment needs it)")
+    models = paper.get("models", {})
+    for target in experiment["targets"]:
+        listed = paper.get("target_models", {}).get(target)
+        if not listed:
+            raise ExperimentError(f"{source}: settings/paper/target_models/{target}: no models listed")
+        for model in listed:
+            if model not in models:
+                raise ExperimentError(f"{source}: settings/paper/target_models/{target}: unknown model {model!r}")
+    for task in experiment["tasks"]:
+        primary = paper.get("primary_models", {}).get(task)
+        if primary is None:
+            raise ExperimentError(f"{source}: settings/paper/primary_models/{task}: every task needs a primary model")
+        if primary not in models:
+            raise ExperimentError(f"{source}: settings/paper/primary_models/{task}: unknown model {primary!r}")
+        _task_paper(experiment, task)  # raises on unknown or circular inherit
+
+
+def _fill_defaults(experiment: dict[str, Any]) -> dict[str, Any]:
+    experiment = copy.deepcopy(experiment)
+    experiment.setdefault("backend", "tiny")
+    shared = default_settings()
+    if experiment["backend"] == "verl":
+        shared = {key: value for key, value in shared.items() if key in VERL_SHARED_KEYS}
+    experiment["settings"] = {**shared, **experiment["settings"]}
+    experiment["evaluation"] = {**_defaults("evaluation"), **experiment.get("evaluation", {})}
+    if experiment["backend"] != "verl" or "warm_start" in experiment:  # verl on CPU starts from tiny policies
+        warm = experiment.get("warm_start", {})
+        experiment["warm_start"] = {**_defaults("warm_start"), **warm,
+                                    "model": {**_defaults("warm_start_model"), **warm.get("model", {})}}
     return experiment
 
 
 def load_experiment(scale_or_path: str | Path) -> dict[str, Any]:
-    """The validated experiment of a scale name (``experiments/<name>.yaml``) or of a yaml path."""
+    """The validated experiment of a scale name (``experiments/<name>.yaml``) or of a yaml path, with every
+    default of the schema filled in."""
     path = Path(scale_or_path)
     if path.suffix not in (".yaml", ".yml"):
         path = EXPERIMENTS_DIR / f"{scale_or_path}.yaml"
@@ -69,25 +155,36 @@ def load_experiment(scale_or_path: str | Path) -> dict[str, Any]:
     if not isinstance(experiment, dict):
         raise ExperimentError(f"{path}: an experiment file must be a mapping, got {type(experiment).__name__}")
     validate_experiment(experiment, str(path))
-    return experiment
+    return _fill_defaults(experiment)
 
 
-def _settings(experiment: dict[str, Any], target_name: str, method: str) -> dict[str, Any]:
-    target = experiment["targets"][target_name]
-    task = experiment["tasks"][target["task"]]
-    settings = {**experiment["settings"], **task.get("settings", {}), **target.get("settings", {})}
-    if experiment.get("backend", "tiny") == "tiny":
-        settings.pop("paper", None)
-    if method in STATIC_METHODS:
+def target_backend(experiment: dict[str, Any], target: str) -> str:
+    """The backend that trains a target's runs: the target's own ``backend``, else the experiment's."""
+    return experiment["targets"][target].get("backend", experiment["backend"])
+
+
+def run_settings(experiment: dict[str, Any], target: str, method: str) -> dict[str, Any]:
+    """Resolved settings of a target's runs with ``method`` (global -> task -> target), as the trainers read them.
+
+    ``static_weights`` belong to the static methods only: they must be there (one per reward) for those and are
+    dropped for the other methods of the same sweep. ``task_options`` are the task's keyword arguments.
+    """
+    if target not in experiment["targets"]:
+        raise ExperimentError(f"unknown target {target!r}; targets: {', '.join(experiment['targets'])}")
+    block = experiment["targets"][target]
+    task = experiment["tasks"][block["task"]]
+    settings = {**experiment["settings"], **task.get("settings", {}), **block.get("settings", {})}
+    settings.pop("paper", None)
+    if get_method(method).needs_static_weights:
         if "static_weights" not in settings:
-            raise ExperimentError(f"targets/{target_name}: method {method!r} needs settings.static_weights "
+            raise ExperimentError(f"targets/{target}: method {method!r} needs settings.static_weights "
                                   f"(in the target, its task or the global settings)")
         from dara.tasks import get_task
 
-        rewards = get_task(target["task"], **task.get("options", {})).reward_names
+        rewards = get_task(block["task"], **task.get("options", {})).reward_names
         if len(settings["static_weights"]) != len(rewards):
-            raise ExperimentError(f"targets/{target_name}: static_weights has {len(settings['static_weights'])} "
-                                  f"values but task {target['task']!r} has {len(rewards)} rewards {rewards}")
+            raise ExperimentError(f"targets/{target}: static_weights has {len(settings['static_weights'])} "
+                                  f"values but task {block['task']!r} has {len(rewards)} rewards {rewards}")
     else:
         # Fixed weights belong to the static methods only; the other methods of the same sweep ignore them.
         settings.pop("static_weights", None)
@@ -95,53 +192,53 @@ def _settings(experiment: dict[str, Any], target_name: str, method: str) -> dict
     return settings
 
 
-def run_matrix(experiment: dict[str, Any], target: str | None = None) -> list[dict[str, Any]]:
-    """Run specs ``{task, method, group_size, seed, settings, targets}`` of one target, or of all targets.
+def _deep_merge(base: dict, update: dict) -> dict:
+    """Nested mappings merge key by key; ``verl`` holds dotted Hydra keys, so later blocks override single keys."""
+    out = copy.deepcopy(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value) if key != "verl" else {**out[key], **value}
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
 
-    A run shared by several targets (same task, method, G and seed) appears once; if the targets resolve it to
-    different settings the experiment is ambiguous and this raises.
+
+def _task_paper(experiment: dict, task: str, seen: tuple[str, ...] = ()) -> dict:
+    if task not in experiment["tasks"]:
+        raise ExperimentError(f"tasks/{' -> '.join(seen)}: inherits from undefined task {task!r}")
+    if task in seen:
+        raise ExperimentError(f"tasks/{task}: circular inherit {' -> '.join(seen + (task,))}")
+    block = experiment["tasks"][task].get("settings", {}).get("paper", {})
+    parent = block.get("inherit")
+    base = _task_paper(experiment, parent, seen + (task,)) if parent else {}
+    return _deep_merge(base, {k: v for k, v in block.items() if k != "inherit"})
+
+
+def paper_settings(experiment: dict[str, Any], target: str, model: str) -> dict[str, Any]:
+    """The merged ``paper`` block of a verl run: global -> task (after ``inherit``) -> model -> target.
+
+    Holds ``verl`` (Hydra overrides by dotted key), the task's data and reward keys, the model's ``hf_id``,
+    ``resources`` and ``env``, and the study-wide ``logger``, ``wandb_project``, ``data_dir`` and ``device``.
     """
-    names = list(experiment["targets"]) if target is None else [target]
-    runs: dict[tuple, dict[str, Any]] = {}
-    for name in names:
-        if name not in experiment["targets"]:
-            raise ExperimentError(f"unknown target {name!r}; targets: {', '.join(experiment['targets'])}")
-        block = experiment["targets"][name]
-        for method in block["methods"]:
-            settings = _settings(experiment, name, method)
-            for group_size in block["group_sizes"]:
-                for seed in block["seeds"]:
-                    key = (block["task"], method, group_size, seed)
-                    if key in runs:
-                        if runs[key]["settings"] != settings:
-                            raise ExperimentError(
-                                f"run {'/'.join(map(str, key))} is in targets {runs[key]['targets'][0]!r} and "
-                                f"{name!r} with different settings; give one of them another seed or task")
-                        runs[key]["targets"].append(name)
-                        continue
-                    runs[key] = {"task": block["task"], "method": method, "group_size": group_size, "seed": seed,
-                                 "settings": settings, "targets": [name]}
-    return list(runs.values())
-
-
-def run_spec(experiment: dict[str, Any], task: str, method: str, group_size: int, seed: int) -> dict[str, Any]:
-    """The one run of the experiment with these coordinates (error if no target defines it)."""
-    for run in run_matrix(experiment):
-        if (run["task"], run["method"], run["group_size"], run["seed"]) == (task, method, group_size, seed):
-            return run
-    raise ExperimentError(f"no target of scale {experiment['scale']!r} defines run {task}/{method}/G{group_size}/"
-                          f"seed{seed}")
+    paper = experiment["settings"]["paper"]
+    block = experiment["targets"][target]
+    merged = _deep_merge({"verl": paper.get("verl", {})}, _task_paper(experiment, block["task"]))
+    merged = _deep_merge(merged, paper["models"][model])
+    merged = _deep_merge(merged, block.get("settings", {}).get("paper", {}))
+    merged.update({key: paper[key] for key in ("logger", "wandb_project", "data_dir", "device") if key in paper})
+    return merged
 
 
 def warm_start_settings(experiment: dict[str, Any], task: str) -> dict[str, Any]:
-    """Keyword arguments of ``dara.tiny.warmstart.warm_start`` for ``task``."""
+    """Keyword arguments of ``dara.tiny.warmstart.warm_start`` for ``task`` (global block, then the task's)."""
     if task not in experiment["tasks"]:
         raise ExperimentError(f"task {task!r} is not defined in experiment {experiment['scale']!r}")
+    if "warm_start" not in experiment:
+        raise ExperimentError(f"experiment {experiment['scale']!r} (backend {experiment['backend']}) has no warm start")
     block = experiment["tasks"][task]
-    settings = {**experiment.get("warm_start", {}), **block.get("warm_start", {})}
-    if "model" in experiment.get("warm_start", {}) and "model" in block.get("warm_start", {}):
-        settings["model"] = {**experiment["warm_start"]["model"], **block["warm_start"]["model"]}
-    run_settings = {**experiment["settings"], **block.get("settings", {})}
-    if "max_new_tokens" in run_settings:
-        settings["max_new_tokens"] = run_settings["max_new_tokens"]
+    own = block.get("warm_start", {})
+    settings = {**experiment["warm_start"], **own,
+                "model": {**experiment["warm_start"]["model"], **own.get("model", {})}}
+    run_defaults = {**experiment["settings"], **block.get("settings", {})}
+    settings["max_new_tokens"] = run_defaults["max_new_tokens"]
     return {"task_name": task, "task_options": copy.deepcopy(block.get("options", {})), **settings}

@@ -70,3 +70,27 @@ def append_lines_atomic(path: str | os.PathLike, lines: Iterable[str]) -> Path:
             handle.write(line + "\n")
 
     return write_atomic(path, write)
+
+
+def replace_dir_atomically(path: str | os.PathLike, write: Callable[[Path], object]) -> Path:
+    """Call ``write(temporary_folder)`` on a fresh folder beside ``path``, then move it to ``path``.
+
+    A folder cannot be swapped in one step: an older ``path`` is first moved aside and removed after the new one is
+    in place, so a reader sees the old folder, no folder for an instant, or the new one, never a half-written one.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    try:
+        write(temporary)
+        old = None
+        if path.exists():
+            old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".old"))
+            os.replace(path, old / path.name)
+        os.replace(temporary, path)
+        if old is not None:
+            shutil.rmtree(old)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+    return path

@@ -15,18 +15,19 @@ ANALYSIS_CONFIG = "analysis/config.yaml"
 CAPTIONS = "../../analysis/report"  # report() captions are relative to this file
 
 
-# Per task (whatever targets ran it at this scale): its runs' metrics and every checkpoint's evaluation. At paper
-# scale metrics are the primary model's shared view (paper.smk) and evaluations cover every model of the task.
-ANALYSIS_TASKS = sorted({run["task"] for run in target_runs()})
-TASK_METRICS = {task: sorted({path for target in EXPERIMENT["targets"] if EXPERIMENT["targets"][target]["task"] == task
-                              for path in target_metrics(target)}) for task in ANALYSIS_TASKS}
+# Per task (whatever targets ran it at this scale, with the scale's own backend): its runs' metrics and every
+# checkpoint's evaluation. At paper scale metrics are the primary model's shared view (paper.smk) and evaluations
+# cover every model of the task.
+ANALYSIS_TASKS = sorted({run.task for run in OWN_RUNS})
+TASK_METRICS = {task: sorted({run.shared_view_metrics for run in OWN_RUNS if run.task == task and run.primary})
+                for task in ANALYSIS_TASKS}
 # Evaluations are read at the task's main group size only, as the tables and checkpoint figures show: the
 # group-size sweep is analysed from training metrics (fig3).
-TASK_EVALS = {task: sorted({path for path in eval_files(None, task) if f"/G{main_group_size(task)}/" in path})
-              for task in ANALYSIS_TASKS}
+TASK_EVALS = {task: sorted({path for run in OWN_RUNS if run.task == task and run.group_size == main_group_size(task)
+                            for path in run.eval_files}) for task in ANALYSIS_TASKS}
 # The model a single-model artifact shows at paper scale (task=model,...); empty at the CPU scales.
 PRIMARY_MODELS = ",".join(f"{task}={model}" for task, model in
-                          EXPERIMENT["settings"].get("paper", {}).get("primary_models", {}).items() if not TRAINS_HERE)
+                          EXPERIMENT["settings"].get("paper", {}).get("primary_models", {}).items())
 # A figure is a PNG (in the Snakemake report, captioned by analysis/report/<name>.rst) and a PDF.
 figure = lambda name, category: [report(f"{FIGURES}/{name}.png", caption=f"{CAPTIONS}/{name}.rst",
                                         category=category), f"{FIGURES}/{name}.pdf"]

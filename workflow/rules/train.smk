@@ -1,10 +1,12 @@
-# Training at the CPU scales (tiny, smoke): one warm start per task, then one job per (task, method, G) that trains
-# that group's seeds in one process (importing torch + transformers costs more than a tiny run), and one named
-# target per experiment target (`snakemake toolcall`, `snakemake group_size`, ...). A single run is a file target:
-#   snakemake results/tiny/runs/toolcall/dara_sym/G8/seed0/metrics.parquet
-# (it trains the other seeds of its group too). Threads come from profiles/default; every job uses one torch thread.
+# Training: one rule per training job of the run layer (dara.runs.training_jobs), at every scale. A job is the
+# seeds of one (task, method, G) at the CPU scales, where a process costs seconds of torch/transformers imports,
+# more than a tiny run's training; at paper scale each run is its own GPU job. Rule names say what a job trains
+# (`train_toolcall_dara_sym_G8`, `train_toolcall_qwen2.5_1.5b_...`), and a single run is a file target:
+#   snakemake results/tiny/runs/toolcall/dara_sym/G8/seed0/metrics.parquet   (it trains its job's other seeds too)
+# Every run's resolved settings are the rule's params, so editing a setting in experiments/<scale>.yaml reruns
+# exactly the runs it changes (Snakemake's params rerun trigger); threads and resources come from profiles/.
 
-if TRAINS_HERE:
+if "warm_start" in EXPERIMENT:
 
     rule warm_start:
         output:
@@ -17,44 +19,80 @@ if TRAINS_HERE:
             task="|".join(EXPERIMENT["tasks"]),
         threads: 1
         params:
+            settings=lambda wildcards: warm_start_settings(EXPERIMENT, wildcards.task),
             out=subpath(output[0], parent=True),
             scale=SCALE,
         shell:
             "OMP_NUM_THREADS={threads} python -m dara.tiny.warmstart --experiment {params.scale:q}"
             " --task {wildcards.task} --out {params.out} > {log} 2>&1"
 
-    for _job in train_jobs():
-        _name = f"{_job['task']}_{_job['method']}_G{_job['group_size']}"
-        _runs = [(_job["task"], _job["method"], _job["group_size"], seed) for seed in _job["seeds"]]
 
-        rule:
-            name:
-                f"train_{_name}"
-            input:
-                policy=f"{policy_dir(_job['task'])}/warmstart.json",
-            output:
-                [run_metrics(*run) for run in _runs],
-            log:
-                f"{RESULTS}/logs/train/{_name}.log",
-            benchmark:
-                f"{RESULTS}/benchmarks/train/{_name}.tsv"
-            threads: 1
-            params:
-                scale=SCALE,
-                job=_job,
-                policy=subpath(input.policy, parent=True),
-                outs=[run_dir(*run) for run in _runs],
-            shell:
-                "OMP_NUM_THREADS={threads} python -m dara.tiny.trainer --experiment {params.scale:q}"
-                " --task {params.job[task]} --method {params.job[method]} --group-size {params.job[group_size]}"
-                " --seed {params.job[seeds]} --policy {params.policy} --out {params.outs} > {log} 2>&1"
+# The command of each backend; {params.runs} are the job's run folders.
+TRAIN_COMMANDS = {
+    "tiny": "OMP_NUM_THREADS={threads} python -m dara.tiny.trainer --experiment {params.scale:q}"
+            " --run-dir {params.runs} --no-progress > {log} 2>&1",
+    "trl": "OMP_NUM_THREADS={threads} python -m dara.trl.train --experiment {params.scale:q}"
+           " --run-dir {params.runs} > {log} 2>&1",
+    # verl: on a cluster inside a Ray cluster over the job's nodes; the launcher resumes from verl's checkpoints.
+    "verl": "bash profiles/slurm/ray_job.sh python -m dara.verl_backend.launch train --experiment {params.scale:q}"
+            " --run-dir {params.runs} > {log} 2>&1",
+}
 
-    for _target in EXPERIMENT["targets"]:
 
-        rule:
-            name:
-                _target
-            input:
-                target_metrics(_target),
+def training_inputs(job):
+    """What a job starts from: the warm-start policy (CPU backends; a local model folder of a verl run too) and,
+    for verl, the prepared datasets."""
+    run = job.runs[0]
+    if run.backend != "verl":
+        return [f"{run.policy_dir}/warmstart.json"]
+    inputs = [f"{run.settings['data_dir']}/{run.settings['dataset']}/{split}.parquet" for split in ("train", "test")]
+    if run.settings["hf_id"].startswith(f"{RESULTS}/policies/"):
+        inputs.append(f"{run.settings['hf_id']}/warmstart.json")
+    return inputs
 
-    ALL_OUTPUTS += target_metrics()
+
+def training_resources(job):
+    """verl jobs: GPUs, nodes, runtime, CPUs and memory from the run's model in the experiment file."""
+    if job.backend != "verl":
+        return {}
+    resources = job.runs[0].settings["resources"]
+    return {"gpu": resources["nodes"] * resources["gpus_per_node"], "nodes": resources["nodes"],
+            "gpus_per_node": resources["gpus_per_node"], "gpu_model": resources["gpu_model"],
+            "runtime": resources["runtime_minutes"], **{k: resources[k] for k in ("cpus_per_task", "mem_mb")
+                                                          if k in resources}}
+
+
+for _job in training_jobs(RUNS):
+
+    rule:
+        name:
+            f"train_{_job.name}"
+        input:
+            training_inputs(_job),
+        output:
+            [run.metrics for run in _job.runs],
+        log:
+            f"{RESULTS}/logs/train/{_job.name}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/train/{_job.name}.tsv"
+        threads: 1
+        resources:
+            **training_resources(_job),
+        params:
+            scale=SCALE,
+            runs=[run.run_dir for run in _job.runs],
+            settings=[run.settings for run in _job.runs],
+        shell:
+            TRAIN_COMMANDS[_job.backend]
+
+
+for _target in EXPERIMENT["targets"]:
+
+    rule:
+        name:
+            _target
+        input:
+            [run.metrics for run in target_runs(_target)],
+
+
+ALL_OUTPUTS += [run.metrics for run in OWN_RUNS]

@@ -1,9 +1,9 @@
-"""BFCL-v4 category lists and the paper's aggregation (PAPER.md section D), in plain Python.
+"""BFCL-v4 category lists and the paper's aggregation (docs/evaluation.md), in plain Python.
 
 Importable in both environments. Input: per-case records `{"id", "category", "valid", "format"}` and
 optionally `"length"` (`valid` bool from bfcl-eval's checker, `format` and `length` in [0, 1]). Output:
 per-category means and the Non-Live / Live / Multi-Turn / Average accuracy, Format (and Length when every
-case has one; PAPER.md D aggregates it like Format), as fractions in [0, 1].
+case has one; the paper aggregates it like Format), as fractions in [0, 1].
 
     Non-Live   = mean(Simple, multiple, parallel, parallel_multiple), Simple = mean(python, java, javascript)
     Live       = case-weighted over live_simple, live_multiple, live_parallel, live_parallel_multiple
@@ -29,13 +29,6 @@ MULTI_TURN_CATEGORIES = (
 # The 14 categories (3301 cases) of the paper; web search, memory, (ir)relevance and format
 # sensitivity are not part of it (web search and memory also need a network).
 PAPER_CATEGORIES = (*NON_LIVE_CATEGORIES, *LIVE_CATEGORIES, *MULTI_TURN_CATEGORIES)
-PAPER_CASE_COUNTS = {
-    "simple_python": 400, "simple_java": 100, "simple_javascript": 50, "multiple": 200,
-    "parallel": 200, "parallel_multiple": 200, "live_simple": 258, "live_multiple": 1053,
-    "live_parallel": 16, "live_parallel_multiple": 24, "multi_turn_base": 200,
-    "multi_turn_miss_func": 200, "multi_turn_miss_param": 200, "multi_turn_long_context": 200,
-}  # fmt: skip
-GROUPS = ("non_live", "live", "multi_turn")
 METRICS = ("accuracy", "format", "length")
 
 

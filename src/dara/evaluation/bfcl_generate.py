@@ -8,7 +8,7 @@
 bfcl-eval drives each entry (single turn, or multi-turn with its simulated APIs executing the decoded
 calls between steps) and our `ToolRLHandler` builds the ToolRL prompt and decodes `<tool_call>` lines;
 completions come from the OpenAI-compatible vLLM server at T 0.6, top-p 0.95, top-k -1, seed 0, at most
-8,192 new tokens (PAPER.md D). A request the server rejects (prompt + completion over the 32k context)
+8,192 new tokens (docs/evaluation.md). A request the server rejects (prompt + completion over the 32k context)
 makes the case a failure: an empty output, or a multi-turn trajectory cut short.
 
 Resumable: finished cases are appended to `<out>.partial.jsonl`; a rerun skips them. `outputs.json`

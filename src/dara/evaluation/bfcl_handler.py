@@ -25,7 +25,7 @@ from dara.evaluation.toolrl_format import decode_calls, qwen_completion_prompt
 
 MODEL_NAME = "dara-toolrl-qwen2.5"
 
-# Sampling of PAPER.md D. Its 32k context (prompt + completion; overflow counts as a failure) is the vLLM server's
+# Sampling of the paper's BFCL protocol (docs/evaluation.md). Its 32k context (prompt + completion; overflow counts as a failure) is the vLLM server's
 # --max-model-len (workflow/rules/evaluate.smk), which rejects longer requests.
 GENERATION = {"temperature": 0.6, "top_p": 0.95, "top_k": -1, "seed": 0, "max_new_tokens": 8192}
 

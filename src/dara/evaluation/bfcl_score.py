@@ -11,7 +11,7 @@ single-turn entry (tiny scale) carrying its own docs and answers:
 
 `scores.json`: `metrics`, the paper's group aggregates (`<non_live|live|multi_turn|average>_<accuracy|
 format|length>`, fractions) when all 14 categories are present, else null; per category n / accuracy /
-format / length; per case `valid` (bfcl-eval's verdict), `format` (PAPER.md D Format metric), `length`
+format / length; per case `valid` (bfcl-eval's verdict), `format` (the paper's Format metric, docs/evaluation.md), `length`
 (think block of at most 16 words, the three-reward study's Length) and `error_type`. The multi-turn checker `eval`s decoded calls against simulated APIs by design, which is why
 this runs as its own process.
 """

@@ -1,15 +1,15 @@
 """Held-out evaluation of every checkpoint of tiny/smoke training runs (a seed group per process).
 
-    python -m dara.evaluation.tiny --run-dir results/tiny/runs/toolcall/dara_sym/G8/seed0 \
-        --out-dir results/tiny/eval/toolcall/dara_sym/G8/seed0
+    python -m dara.evaluation.tiny --experiment tiny --run-dir results/tiny/runs/toolcall/dara_sym/G8/seed0 ...
 
 One process loads torch once and evaluates `checkpoints/step{N}/` for every N the run's config implies
-(`checkpoint_steps`), writing `step{N}.json` each (atomically; existing files are kept, so a rerun resumes).
-The held-out items are the task's `heldout` split (disjoint from training), the same for every run; each item
-is sampled `samples` times at the evaluation temperature. Scorers, as at paper scale:
+(`dara.runs.cpu_checkpoint_steps`), writing `step{N}.json` each into the run's evaluation folder
+(`dara.runs.Run.eval_dir`; atomically; existing files are kept, so a rerun resumes). The held-out items are the
+task's `heldout` split (disjoint from training), the same for every run; each item is sampled `samples` times with
+the experiment's `evaluation` settings (temperature, top-p, seed; defaults in the experiment schema). Scorers, as at paper scale:
 - toolcall / toolcall3: items become BFCL entries (tool docs + possible answers; no-tool items are
   irrelevance entries) scored by bfcl-eval's AST checker in the .venv-bfcl environment (one subprocess for
-  all checkpoints), plus the PAPER.md D Format metric;
+  all checkpoints), plus the format metric of the paper's BFCL protocol (docs/evaluation.md);
 - math_length: strict grader (math-verify) OR exact numeric fallback; exceed / joint against the task's
   token budget;
 - act_critic: rates of the expert action, of another admissible action and of the action tag, and the
@@ -28,10 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from dara.io import write_json_atomic
-from dara.evaluation.layout import checkpoint_steps
-
-EVAL_SEED = 1234  # sampling seed, the same for every checkpoint and run
-DEFAULTS = {"heldout_items": 64, "samples": 2, "temperature": 0.6, "top_p": 0.95}
+from dara.runs import cpu_checkpoint_steps
 
 
 def default_bfcl_python() -> Path:
@@ -113,10 +110,10 @@ def evaluate_run(run_dir: Path, out_dir: Path, **options) -> list[Path]:
     return evaluate_runs([(run_dir, out_dir)], **options)
 
 
-def evaluate_runs(runs: Sequence[tuple[Path, Path]], *, heldout_items: int = DEFAULTS["heldout_items"],
-                  samples: int = DEFAULTS["samples"], temperature: float = DEFAULTS["temperature"],
-                  top_p: float = DEFAULTS["top_p"], bfcl_python: Path | None = None) -> list[Path]:
-    """Evaluate every checkpoint of several runs (run_dir, out_dir) in one process.
+def evaluate_runs(runs: Sequence[tuple[Path, Path]], *, heldout_items: int, samples: int, temperature: float,
+                  top_p: float, seed: int, bfcl_python: Path | None = None) -> list[Path]:
+    """Evaluate every checkpoint of several runs (run_dir, out_dir) in one process, with an experiment's
+    ``evaluation`` settings (heldout_items, samples, temperature, top_p, seed).
 
     Importing torch and bfcl-eval costs seconds per process, more than a tiny run's generation, so one job
     evaluates a seed group and every tool-calling output of all its checkpoints goes to one bfcl-eval subprocess.
@@ -132,7 +129,7 @@ def evaluate_runs(runs: Sequence[tuple[Path, Path]], *, heldout_items: int = DEF
     bfcl_cases: list[dict] = []
     for run_number, (run_dir, out_dir) in enumerate(runs):
         run_written, run_pending, run_cases = _generate_run(
-            Path(run_dir), Path(out_dir), f"run{run_number}/", heldout_items, samples, temperature, top_p)
+            Path(run_dir), Path(out_dir), f"run{run_number}/", heldout_items, samples, temperature, top_p, seed)
         written += run_written
         pending.update({(run_number, step): value for step, value in run_pending.items()})
         bfcl_cases += run_cases
@@ -156,7 +153,7 @@ def evaluate_runs(runs: Sequence[tuple[Path, Path]], *, heldout_items: int = DEF
 
 
 def _generate_run(run_dir: Path, out_dir: Path, case_prefix: str, heldout_items: int, samples: int,
-                  temperature: float, top_p: float):
+                  temperature: float, top_p: float, seed: int):
     """Generate and score one run's unevaluated checkpoints; BFCL cases are returned for batch scoring."""
     import yaml
 
@@ -175,21 +172,21 @@ def _generate_run(run_dir: Path, out_dir: Path, case_prefix: str, heldout_items:
     repeated = [item for item in items for _ in range(samples)]
     tool_task = config["task"] in ("toolcall", "toolcall3")
     written, pending, bfcl_cases = [], {}, []
-    for step in checkpoint_steps(config["steps"], config["eval_every"]):
+    for step in cpu_checkpoint_steps(config["steps"], config["eval_every"]):
         target = out_dir / f"step{step}.json"
         written.append(target)
         if target.exists():
             continue
         checkpoint = run_dir / "checkpoints" / f"step{step}"
         tokenizer, model = load_policy(checkpoint)
-        texts, lengths = generate(model, tokenizer, [item["prompt"] for item in repeated], seed=EVAL_SEED,
+        texts, lengths = generate(model, tokenizer, [item["prompt"] for item in repeated], seed=seed,
                                   max_new_tokens=config["max_new_tokens"], temperature=temperature, top_p=top_p)  # fmt: skip
         rewards = task.score(texts, repeated, lengths)
         pending[step] = (target, {
             "task": config["task"], "method": config["method"], "group_size": config["group_size"],
             "seed": config["seed"], "step": step, "checkpoint": str(checkpoint),
             "heldout_items": len(items), "samples_per_item": samples,
-            "sampling": {"temperature": temperature, "top_p": top_p, "seed": EVAL_SEED,
+            "sampling": {"temperature": temperature, "top_p": top_p, "seed": seed,
                          "max_new_tokens": config["max_new_tokens"]},
             "rewards": {name: float(rewards[:, k].mean()) for k, name in enumerate(task.reward_names)},
             "metrics": task_metrics(task, repeated, texts, lengths, config["max_new_tokens"]),
@@ -201,19 +198,18 @@ def _generate_run(run_dir: Path, out_dir: Path, case_prefix: str, heldout_items:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    from dara.experiments import load_experiment
+    from dara.runs import find_run_by_dir
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--run-dir", required=True, type=Path, nargs="+", help="training run folders")
-    parser.add_argument("--out-dir", required=True, type=Path, nargs="+", help="one output folder per run folder")
-    parser.add_argument("--heldout-items", type=int, default=DEFAULTS["heldout_items"])
-    parser.add_argument("--samples", type=int, default=DEFAULTS["samples"], help="samples per held-out item")
-    parser.add_argument("--temperature", type=float, default=DEFAULTS["temperature"])
-    parser.add_argument("--top-p", type=float, default=DEFAULTS["top_p"])
+    parser.add_argument("--experiment", required=True, help="scale name (tiny, smoke) or path to an experiment yaml")
+    parser.add_argument("--run-dir", required=True, nargs="+", help="training run folders (dara.runs layout)")
     parser.add_argument("--bfcl-python", type=Path, default=None, help="python of the bfcl environment")
     args = parser.parse_args(argv)
-    if len(args.run_dir) != len(args.out_dir):
-        parser.error(f"{len(args.run_dir)} --run-dir folders but {len(args.out_dir)} --out-dir folders")
-    evaluate_runs(list(zip(args.run_dir, args.out_dir)), heldout_items=args.heldout_items, samples=args.samples,
-                  temperature=args.temperature, top_p=args.top_p, bfcl_python=args.bfcl_python)  # fmt: skip
+    experiment = load_experiment(args.experiment)
+    runs = [find_run_by_dir(experiment, run_dir) for run_dir in args.run_dir]
+    evaluate_runs([(Path(run.run_dir), Path(run.eval_dir)) for run in runs], bfcl_python=args.bfcl_python,
+                  **experiment["evaluation"])
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Agentic Critical Training's critic choice (INTEGRATION.md, ACT).
+"""Agentic Critical Training's critic choice (Agentic Critical Training's composite reward, docs/rewards.md).
 
 A household state, a goal, and two candidate actions shown as "Action 1" / "Action 2" in random order: the
 expert's action and an admissible but worse one. The answer names the chosen action inside ``<action>...</action>``.
@@ -23,7 +23,6 @@ OBJECTS = ["mug", "key", "book", "lamp", "ball", "phone", "apple", "coin"]
 class ActCriticTask(Task):
     name = "act_critic"
     reward_names = ("accuracy", "admissible", "format")
-    sparse_rewards = ("format", "accuracy")
 
     def __init__(self, *, tag_rate: float = 0.1, objects_in_view: int = 2):
         if not 1 <= objects_in_view < len(OBJECTS):

@@ -35,8 +35,6 @@ class Task:
 
     name: str = ""
     reward_names: tuple[str, ...] = ()
-    # Names of the rewards the warm start leaves rare (the ones whose density DARA should raise).
-    sparse_rewards: tuple[str, ...] = ()
 
     def _draw_item(self, rng: np.random.Generator) -> dict[str, Any]:
         raise NotImplementedError

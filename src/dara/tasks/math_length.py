@@ -1,4 +1,4 @@
-"""Arithmetic with a length budget (PAPER.md B, math rewards).
+"""Arithmetic with a length budget (the study's math rewards, docs/rewards.md).
 
 Problems ``a + b - c`` (single digits, non-negative result) answered with a short chain of steps and
 ``\\boxed{}``. Rewards: correctness {0, 1} by math-verify, and length {0, 1}: the response has at most
@@ -19,7 +19,6 @@ from dara.tasks.base import ASSISTANT_TURN, Task, check_rate
 class MathLengthTask(Task):
     name = "math_length"
     reward_names = ("correctness", "length")
-    sparse_rewards = ("length",)
 
     def __init__(self, *, length_budget: int = 24, concise_rate: float = 0.1, max_checks: int = 3):
         if length_budget < 1:

@@ -1,4 +1,4 @@
-"""Tool calling in ToolRL's output format (PAPER.md B, tool rewards).
+"""Tool calling in ToolRL's output format (the study's tool rewards, docs/rewards.md).
 
 A prompt lists a few tools by signature and a user request; the answer is ``<think>...</think>`` then either a
 ``<tool_call>`` block of JSON lines or, when no listed tool fits, a ``<response>`` block. Rewards: format {0, 1}
@@ -98,8 +98,6 @@ THINK_FILLER = "first I read the request and then I check which of the listed to
 class ToolCallTask(Task):
     """``toolcall`` (format, correctness) and ``toolcall3`` (format, correctness, think_length)."""
 
-    sparse_rewards = ("format",)
-
     def __init__(self, *, three_rewards: bool = False, tools_per_prompt: int = 3, no_tool_rate: float = 0.15,
                  format_rate: float = 0.05, think_max_words: int = 4, think_filler_max: int = 0):
         if tools_per_prompt < 1 or tools_per_prompt > len(TOOLS):
@@ -109,8 +107,6 @@ class ToolCallTask(Task):
         self.three_rewards = bool(three_rewards)
         self.name = "toolcall3" if self.three_rewards else "toolcall"
         self.reward_names = ("format", "correctness", "think_length") if self.three_rewards else ("format", "correctness")
-        if self.three_rewards:
-            self.sparse_rewards = ("format", "think_length")
         self.tools_per_prompt = tools_per_prompt
         self.no_tool_rate = check_rate("no_tool_rate", no_tool_rate)
         self.format_rate = check_rate("format_rate", format_rate)

@@ -16,6 +16,8 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
+from dara.io import replace_dir_atomically
+
 PAD, EOS = "<pad>", "<eos>"
 
 
@@ -58,20 +60,12 @@ def load_policy(path: str | os.PathLike) -> tuple[PreTrainedTokenizerFast, Qwen2
 
 def save_policy(model, tokenizer, path: str | os.PathLike) -> None:
     """``save_pretrained`` both into a temporary sibling folder, then move it into place (no half-written checkpoints)."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    if tmp.exists():
-        import shutil
 
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    if path.exists():
-        import shutil
+    def save(folder: Path) -> None:
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
 
-        shutil.rmtree(path)
-    os.replace(tmp, path)
+    replace_dir_atomically(path, save)
 
 
 def encode_prompts(tokenizer, prompts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:

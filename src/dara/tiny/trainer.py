@@ -23,7 +23,6 @@ import copy
 import dataclasses
 import os
 import random
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,75 +31,80 @@ from typing import Any
 import numpy as np
 import torch
 
-from dara.advantages import METHODS, compute_advantages
+from dara.advantages import compute_advantages
 from dara.io import replace_atomically
+from dara.methods import get_method
+from dara.provenance import write_run_provenance
+from dara.runs import cpu_checkpoint_steps
 from dara.tasks import get_task
 from dara.tiny.policy import decode_responses, load_policy, sample, save_policy, token_logprobs
 
 
 @dataclass
 class TrainArgs:
+    """One run's arguments. The settings have no defaults here: their one home is the experiment schema
+    (``src/dara/schemas/experiment.schema.json``), and `from_run` takes them from a run's resolved settings."""
+
     # --- the run
     task: str
     """task name (``dara.tasks.TASK_NAMES``)"""
     method: str
-    """advantage method (``dara.advantages.METHODS``)"""
+    """advantage method (``dara.methods.METHODS``)"""
     policy: str
     """warm-start checkpoint folder (tokenizer + model, ``save_pretrained`` format)"""
     out: str
     """run folder: config.yaml, git_revision.txt, metrics.parquet, checkpoints/, state.pt"""
-    group_size: int = 8
+    group_size: int
     """responses sampled per prompt (G)"""
-    seed: int = 0
+    seed: int
     """seeds torch, numpy and Python: sampling, prompt order, minibatch order"""
-    task_options: dict[str, Any] = field(default_factory=dict)
+    task_options: dict[str, Any]
     """keyword arguments of the task (``dara.tasks.get_task``), e.g. ``format_rate``"""
     # --- rollouts
-    steps: int = 40
+    steps: int
     """number of updates; rollouts happen at steps 0 .. steps-1"""
-    responses_per_step: int = 64
+    responses_per_step: int
     """responses per step (prompts per step = responses_per_step / group_size)"""
-    max_new_tokens: int = 48
+    max_new_tokens: int
     """response length cap in tokens"""
-    temperature: float = 1.0
+    temperature: float
     """sampling temperature of rollouts (top-p 1, no top-k, as the paper's rollouts)"""
-    prompt_pool: int = 2000
+    prompt_pool: int
     """training prompts are drawn without replacement each step from this many train items"""
     # --- advantages
-    w_max: float = 5.0
+    w_max: float
     """DARA's weight cap"""
-    batch_norm: str = "response"
+    batch_norm: str
     """final normalisation: "token" (tool stack), "response" (math stack) or "none" (no batch step)"""
-    static_weights: list[float] | None = None
-    """fixed channel weights of static_sym / static_asym (one per reward, each >= 1)"""
     # --- optimisation
-    learning_rate: float = 1e-3
+    learning_rate: float
     """AdamW learning rate"""
-    minibatches: int = 2
+    minibatches: int
     """PPO updates per step (one epoch over the step's responses)"""
-    clip_ratio: float = 0.2
+    clip_ratio: float
     """PPO clip range"""
-    kl_coef: float = 0.0
+    kl_coef: float
     """weight of the k3 KL penalty to the warm-start policy (0: logged only)"""
-    entropy_coef: float = 0.0
+    entropy_coef: float
     """entropy bonus"""
-    max_grad_norm: float = 1.0
+    max_grad_norm: float
     """gradient clipping"""
     # --- bookkeeping
-    eval_every: int = 10
+    eval_every: int
     """save a Hugging Face checkpoint every this many steps (and at step 0 and the last)"""
-    state_every: int = 5
+    state_every: int
     """save a resume state every this many steps"""
-    wandb: bool = False
+    wandb: bool
     """also log to Weights & Biases (offline unless WANDB_MODE says otherwise; no key needed)"""
-    wandb_project: str = "dara-tiny"
+    wandb_project: str
     """wandb project name"""
+    static_weights: list[float] | None = None
+    """fixed channel weights of static_sym / static_asym (one per reward, each >= 1); None for the other methods"""
     progress: bool = True
     """tqdm progress bar on stderr"""
 
     def __post_init__(self):
-        if self.method not in METHODS:
-            raise ValueError(f"unknown method {self.method!r}; known methods: {', '.join(METHODS)}")
+        method = get_method(self.method)  # raises on an unknown method
         if self.group_size < 2:
             raise ValueError(f"group_size must be >= 2, got {self.group_size}")
         if self.responses_per_step % self.group_size:
@@ -111,9 +115,15 @@ class TrainArgs:
         if self.responses_per_step % self.minibatches:
             raise ValueError(f"responses_per_step={self.responses_per_step} is not a multiple of "
                              f"minibatches={self.minibatches}")
-        if self.method.startswith("static") != (self.static_weights is not None):
+        if method.needs_static_weights != (self.static_weights is not None):
             raise ValueError(f"static_weights must be set for static_sym/static_asym and only for them "
                              f"(method {self.method!r}, static_weights {self.static_weights!r})")
+
+    @classmethod
+    def from_run(cls, run, policy: str | None = None, progress: bool = True) -> "TrainArgs":
+        """The arguments of a `dara.runs.Run` (its resolved settings, folder and warm-start policy)."""
+        return cls(task=run.task, method=run.method, group_size=run.group_size, seed=run.seed,
+                   policy=policy or run.policy_dir, out=run.run_dir, progress=progress, **run.settings)
 
     @property
     def run_name(self) -> str:
@@ -125,19 +135,6 @@ class TrainArgs:
         for key in ("out", "policy", "progress", "wandb", "wandb_project"):
             values.pop(key)
         return values
-
-
-def git_revision() -> str:
-    """``revision: <sha>`` and ``dirty: true|false`` of the code's checkout; ``unknown`` outside a git checkout."""
-    where = Path(__file__).resolve().parent
-    try:
-        sha = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             check=True, timeout=30).stdout.strip()
-        status = subprocess.run(["git", "-C", str(where), "status", "--porcelain", "--untracked-files=no"],
-                                capture_output=True, text=True, check=True, timeout=30).stdout
-        return f"revision: {sha}\ndirty: {'true' if status.strip() else 'false'}\n"
-    except (OSError, subprocess.SubprocessError):
-        return "revision: unknown\ndirty: unknown\n"
 
 
 def ppo_update(model, optimizer, ref_logp, old_logp, batch, advantages, loss_weights, args: TrainArgs):
@@ -175,14 +172,11 @@ def ppo_update(model, optimizer, ref_logp, old_logp, batch, advantages, loss_wei
 
 def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported lazily
     import pandas as pd
-    import yaml
 
     torch.set_num_threads(1)
     out = Path(args.out)
     (out / "checkpoints").mkdir(parents=True, exist_ok=True)
-    replace_atomically(out / "config.yaml", lambda p: p.write_text(yaml.safe_dump(
-        {**args.resolved(), "policy": args.policy}, sort_keys=False)))
-    replace_atomically(out / "git_revision.txt", lambda p: p.write_text(git_revision()))
+    write_run_provenance(out, {**args.resolved(), "policy": args.policy})
 
     task = get_task(args.task, **args.task_options)
     prompts_per_step = args.responses_per_step // args.group_size
@@ -222,7 +216,7 @@ def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported la
         run = wandb.init(project=args.wandb_project, name=args.run_name, config=args.resolved(), dir=str(out),
                          id=args.run_name, resume="allow")
 
-    eval_steps = {0, args.steps, *range(0, args.steps, args.eval_every)}
+    eval_steps = set(cpu_checkpoint_steps(args.steps, args.eval_every))
     from tqdm import tqdm
 
     bar = tqdm(range(start, args.steps + 1), desc=args.run_name, disable=not args.progress, mininterval=2)
@@ -287,28 +281,24 @@ def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported la
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Train one or more seeds of a (task, method, G) in one process: importing torch and transformers costs
-    seconds, more than a tiny run's training, so a job trains its seeds one after the other. Each run is seeded
-    on its own, so it ends exactly as it would alone."""
-    from dara.experiments import load_experiment, run_spec
+    """Train one or more runs in one process: importing torch and transformers costs seconds, more than a tiny
+    run's training, so a job trains the seeds of a (task, method, G) one after the other. Each run is seeded on
+    its own, so it ends exactly as it would alone."""
+    from dara.experiments import load_experiment
+    from dara.runs import find_run_by_dir
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--experiment", required=True, help="scale name (tiny, smoke) or path to an experiment yaml")
-    parser.add_argument("--task", required=True)
-    parser.add_argument("--method", required=True)
-    parser.add_argument("--group-size", type=int, required=True)
-    parser.add_argument("--seed", type=int, nargs="+", required=True, help="one or more seeds")
-    parser.add_argument("--policy", required=True, help="warm-start checkpoint folder")
-    parser.add_argument("--out", nargs="+", required=True, help="run folder of each seed, in the same order")
+    parser.add_argument("--run-dir", nargs="+", required=True,
+                        help="run folders (dara.runs layout); each names its task, method, G and seed")
+    parser.add_argument("--policy", default=None, help="warm-start folder (default: the run's, dara.runs.policy_dir)")
     parser.add_argument("--no-progress", action="store_true")
     cli = parser.parse_args(argv)
-    if len(cli.out) != len(cli.seed):
-        parser.error(f"{len(cli.seed)} seeds but {len(cli.out)} run folders")
     experiment = load_experiment(cli.experiment)
-    for seed, out in zip(cli.seed, cli.out):
-        spec = run_spec(experiment, cli.task, cli.method, cli.group_size, seed)
-        train(TrainArgs(task=spec["task"], method=spec["method"], group_size=spec["group_size"], seed=spec["seed"],
-                        policy=cli.policy, out=out, progress=not cli.no_progress, **spec["settings"]))
+    runs = [find_run_by_dir(experiment, run_dir) for run_dir in cli.run_dir]
+    for run, run_dir in zip(runs, cli.run_dir):
+        args = TrainArgs.from_run(run, policy=cli.policy, progress=not cli.no_progress)
+        train(dataclasses.replace(args, out=str(run_dir)))
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from dara.io import write_json_atomic
+from dara.provenance import git_revision
 from dara.tasks import Task, get_task
 from dara.tiny.policy import EOS, build_model, decode_responses, sample, save_policy, token_logprobs, train_tokenizer
 
@@ -58,11 +60,14 @@ def step0_rates(model, tokenizer, task: Task, items: list[dict[str, Any]], group
     return rates
 
 
-def warm_start(task_name: str, task_options: dict[str, Any], out: str | Path, *, seed: int = 0,
-               vocab_size: int = 512, model: dict[str, int] | None = None, corpus_items: int = 2000,
-               sft_steps: int = 300, sft_batch_size: int = 32, sft_learning_rate: float = 3e-3,
-               probe_prompts: int = 32, probe_group_size: int = 8, max_new_tokens: int = 48) -> dict[str, Any]:
-    """Build, fine-tune and save the warm-start policy of ``task_name`` under ``out``; returns warmstart.json."""
+def warm_start(task_name: str, task_options: dict[str, Any], out: str | Path, *, seed: int, vocab_size: int,
+               model: dict[str, int], corpus_items: int, sft_steps: int, sft_batch_size: int,
+               sft_learning_rate: float, probe_prompts: int, probe_group_size: int,
+               max_new_tokens: int) -> dict[str, Any]:
+    """Build, fine-tune and save the warm-start policy of ``task_name`` under ``out``; returns warmstart.json.
+
+    The arguments are an experiment's resolved warm-start settings (`dara.experiments.warm_start_settings`; their
+    defaults live in the experiment schema)."""
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     started = time.perf_counter()
@@ -71,7 +76,7 @@ def warm_start(task_name: str, task_options: dict[str, Any], out: str | Path, *,
     items = task.items("train", corpus_items, seed=seed)
     tokenizer = train_tokenizer(task.corpus(corpus_items, seed=seed), vocab_size)
     policy = build_model(len(tokenizer), pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-                         **(model or {}))
+                         **model)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=sft_learning_rate, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=sft_learning_rate, total_steps=sft_steps,
                                                    pct_start=0.1)
@@ -102,9 +107,9 @@ def warm_start(task_name: str, task_options: dict[str, Any], out: str | Path, *,
     }
     out = Path(out)
     save_policy(policy, tokenizer, out)
-    tmp = out / ".warmstart.json.tmp"
-    tmp.write_text(json.dumps(report, indent=2) + "\n")
-    tmp.replace(out / "warmstart.json")
+    # warmstart.json is the rule's output: written last, atomically, with the code revision that made the policy.
+    report["git_revision"] = git_revision()
+    write_json_atomic(out / "warmstart.json", report)
     return report
 
 

@@ -27,20 +27,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from dara.advantages import compute_advantages
+from dara.advantages import EPS, TAU, W_MAX, compute_advantages
+from dara.methods import TABLE as METHOD_TABLE
+from dara.methods import get_method
 
-# Our method name -> the name registered in verl's estimator registry. verl already owns "gdpo" (and "grpo"), so
-# every estimator of ours is prefixed; DARA's own names are kept as they are.
-VERL_ESTIMATOR_NAMES = {
-    "grpo": "dara_grpo",
-    "gdpo": "dara_gdpo",
-    "dvao": "dara_dvao",
-    "gd2po_hard": "dara_gd2po_hard",
-    "static_sym": "dara_static_sym",
-    "static_asym": "dara_static_asym",
-    "dara_sym": "dara_sym",
-    "dara_asym": "dara_asym",
-}
+# Our method name -> the name registered in verl's estimator registry (`dara.methods`: verl already owns "gdpo" and
+# "grpo", so every estimator of ours is prefixed; DARA's own names are kept as they are).
+VERL_ESTIMATOR_NAMES = {method.name: method.verl_name for method in METHOD_TABLE}
 METHOD_BY_VERL_NAME = {verl_name: method for method, verl_name in VERL_ESTIMATOR_NAMES.items()}
 METRIC_PREFIX = "dara"
 # Words that verl's V1 metric aggregator treats as reductions; none may appear in a metric name of ours.
@@ -52,11 +45,11 @@ class DaraSettings:
     """The ``algorithm.dara`` section, validated."""
 
     reward_keys: tuple[str, ...]
-    w_max: float = 5.0
-    batch_norm: str = "token"
+    w_max: float = W_MAX
+    batch_norm: str = "token"  # the tool stack's token whitening, verl's own masked_whiten
     static_weights: tuple[float, ...] | None = None
-    tau: float = 1e-8
-    eps: float = 1e-6
+    tau: float = TAU
+    eps: float = EPS
 
     @classmethod
     def from_algorithm_config(cls, config: Any) -> "DaraSettings":
@@ -128,7 +121,8 @@ def dara_advantages(
     GRPO keeps verl's meaning (the z-score of the summed token rewards, so a reward-KL penalty counts); its channel
     diagnostics come from the reward columns. Every other method reads the unpenalised reward columns.
     """
-    if settings.static_weights is not None and method not in ("static_sym", "static_asym"):
+    spec = get_method(method)
+    if settings.static_weights is not None and not spec.needs_static_weights:
         raise ValueError(
             f"algorithm.dara.static_weights is only used by dara_static_sym/dara_static_asym, not by "
             f"{VERL_ESTIMATOR_NAMES[method]}; remove it or pick a static estimator"
@@ -137,19 +131,19 @@ def dara_advantages(
     rewards = reward_columns(non_tensor_batch, settings.reward_keys, mask.shape[0])
     lengths = mask.sum(dim=-1)
     options = dict(tau=settings.tau, eps=settings.eps, channel_names=list(settings.reward_keys))
-    if method == "grpo":
+    if spec.formula == "grpo":
         result = compute_advantages("gdpo", rewards, index, batch_norm="none", **options)
         summed = (token_level_rewards * mask).sum(dim=-1, keepdim=True).detach().cpu().to(torch.float64)
         scalar = compute_advantages("grpo", summed, index, tau=settings.tau, eps=settings.eps).advantages
         result = _with_advantages(result, scalar)
     else:
-        if method in ("static_sym", "static_asym"):
+        if spec.needs_static_weights:
             options["static_weights"] = settings.static_weights
-        if method != "dvao":
+        if spec.formula != "dvao":
             options["batch_norm"] = settings.batch_norm
             if settings.batch_norm == "token":
                 options["lengths"] = lengths.detach().cpu()
-        if method in ("dara_sym", "dara_asym"):
+        if spec.is_density_weighted:
             options["w_max"] = settings.w_max
         result = compute_advantages(method, rewards, index, **options)
     scalar = result.advantages.to(device=mask.device, dtype=torch.float32)

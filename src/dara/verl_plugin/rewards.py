@@ -26,9 +26,7 @@ import numpy as np
 from dara.rewards import toolrl
 
 VALID_RESPONSE_LENGTH = "valid_response_length"
-TOOLCALL_KEYS = ("format", "correctness")
 TOOLCALL3_KEYS = ("format", "correctness", "think_length")
-MATH_KEYS = ("correctness", "length")
 
 
 def compute_toolcall_score(

@@ -54,7 +54,7 @@ def _normalise(scores: np.ndarray, keep: np.ndarray, eps: float, lengths) -> np.
     return out
 
 
-def reference_advantages(
+def loop_advantages(
     method: str,
     rewards,
     index,

@@ -1,8 +1,8 @@
 """Paper-scale data in verl's parquet format (``prompt`` chat messages, ``data_source``, ``reward_model``,
 ``extra_info``): ToolRL's rlla_4k for tool calling and DeepScaleR for math.
 
-    python -m dara.verl_plugin.data --dataset rlla_4k    --out results/paper/data/rlla_4k
-    python -m dara.verl_plugin.data --dataset deepscaler --out results/paper/data/deepscaler
+    python -m dara.verl_backend.data --dataset rlla_4k    --out results/paper/data/rlla_4k
+    python -m dara.verl_backend.data --dataset deepscaler --out results/paper/data/deepscaler
 
 Both are downloaded when a network is there (rlla_4k from the ToolRL repository at its pinned commit, DeepScaleR
 from the Hugging Face hub); ``--source`` reads a local copy instead (a folder holding train/test parquet files for

@@ -1,0 +1,44 @@
+"""Where a result came from: the code revision and the resolved settings, written beside every run.
+
+One helper for every backend (tiny trainer, TRL, verl launcher) and the warm start, so every run folder holds
+``git_revision.txt`` in one format and ``config.yaml`` with the settings that decided its metrics.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from dara.io import write_text_atomic
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def git_revision() -> dict[str, Any]:
+    """``{"revision": <sha>, "dirty": bool}`` of the checkout this code runs from; ``"unknown"``/None outside one.
+    ``dirty`` ignores untracked files (results, environments), only tracked edits count."""
+    try:
+        sha = subprocess.run(["git", "-C", str(PACKAGE_DIR), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             check=True, timeout=30).stdout.strip()
+        status = subprocess.run(["git", "-C", str(PACKAGE_DIR), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, check=True, timeout=30).stdout
+        return {"revision": sha, "dirty": bool(status.strip())}
+    except (OSError, subprocess.SubprocessError):
+        return {"revision": "unknown", "dirty": None}
+
+
+def revision_text() -> str:
+    """The contents of ``git_revision.txt``: ``revision: <sha>`` and ``dirty: true|false|unknown`` lines."""
+    found = git_revision()
+    dirty = {True: "true", False: "false", None: "unknown"}[found["dirty"]]
+    return f"revision: {found['revision']}\ndirty: {dirty}\n"
+
+
+def write_run_provenance(run_dir: str | Path, config: dict[str, Any]) -> None:
+    """``config.yaml`` (the resolved settings) and ``git_revision.txt`` in ``run_dir``, each written atomically."""
+    import yaml
+
+    run_dir = Path(run_dir)
+    write_text_atomic(run_dir / "config.yaml", yaml.safe_dump(config, sort_keys=False))
+    write_text_atomic(run_dir / "git_revision.txt", revision_text())

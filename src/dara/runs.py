@@ -1,0 +1,254 @@
+"""Runs at every scale: what a run is, where its files live, and the run matrix of an experiment.
+
+A run is (task, method, G, seed), plus the model at paper scale and the backend that trains it. Every path of the
+project's results is built here and nowhere else:
+
+    results/<scale>[/<backend>]/runs/<task>[-<model>]/<method>/G<G>/seed<seed>/   config.yaml, git_revision.txt,
+                                                                                   metrics.parquet, checkpoints/step<N>/
+    results/<scale>[/<backend>]/eval/<task>[-<model>]/<method>/G<G>/seed<seed>/step<N>.json
+    results/<scale>/policies/<task>/                                               the warm-start policy
+
+``/<backend>`` appears only for a backend other than the scale's own (the TRL runs of a CPU scale:
+``results/tiny/trl/runs/...``). The Snakemake rules, the trainers, the verl launcher, the evaluation and the
+analysis all ask this module; none of them writes a path pattern of its own.
+
+    runs = run_matrix(load_experiment("tiny"))           # every distinct run of every target
+    run = find_run(experiment, "toolcall", "dara_sym", 8, 0)
+    run.run_dir, run.metrics, run.checkpoint_steps, run.eval_files, run.settings
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dara.experiments import ExperimentError, paper_settings, run_settings, target_backend
+
+RESULTS = "results"
+# The two folder patterns of a run; `Run` fills them in, `folder_patterns` gives them with Snakemake wildcards.
+RUN_DIR = "{root}/runs/{task_dir}/{method}/G{group_size}/seed{seed}"
+EVAL_DIR = "{root}/eval/{task_dir}/{method}/G{group_size}/seed{seed}"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One training run and its resolved settings (what decides its metrics; see `dara.experiments`)."""
+
+    scale: str
+    backend: str
+    task: str
+    method: str
+    group_size: int
+    seed: int
+    model: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
+    targets: tuple[str, ...] = field(default=(), compare=False)
+    scale_backend: str = field(default="tiny", compare=False, repr=False)
+    primary: bool = field(default=True, compare=False, repr=False)
+
+    # --- identity
+    @property
+    def task_dir(self) -> str:
+        """The task folder: ``<task>``, or ``<task>-<model>`` where the scale has several models."""
+        return self.task if self.model is None else f"{self.task}-{self.model}"
+
+    @property
+    def name(self) -> str:
+        """A readable, unique run name (wandb run names, verl experiment names)."""
+        return f"{self.task_dir}-{self.method}-G{self.group_size}-seed{self.seed}"
+
+    # --- paths
+    @property
+    def root(self) -> str:
+        """``results/<scale>``, or ``results/<scale>/<backend>`` for a backend that is not the scale's own."""
+        base = f"{RESULTS}/{self.scale}"
+        return base if self.backend == self.scale_backend else f"{base}/{self.backend}"
+
+    def _fill(self, pattern: str) -> str:
+        return pattern.format(root=self.root, task_dir=self.task_dir, method=self.method,
+                              group_size=self.group_size, seed=self.seed)
+
+    @property
+    def run_dir(self) -> str:
+        return self._fill(RUN_DIR)
+
+    @property
+    def metrics(self) -> str:
+        """metrics.parquet: written last, so it marks the run as complete."""
+        return f"{self.run_dir}/metrics.parquet"
+
+    @property
+    def shared_view_metrics(self) -> str:
+        """Where the analysis reads this run's metrics: its own file, or for a run of its task's primary model at a
+        scale with several models, a copy under ``<task>/`` (the layout every scale's analysis reads)."""
+        if self.model is None:
+            return self.metrics
+        return f"{dataclasses.replace(self, model=None).run_dir}/metrics.parquet"
+
+    @property
+    def policy_dir(self) -> str | None:
+        """The warm-start policy the CPU backends start from (None for a hub model)."""
+        return policy_dir(self.scale, self.task) if self.backend in ("tiny", "trl") else None
+
+    def checkpoint_dir(self, step: int) -> str:
+        return f"{self.run_dir}/checkpoints/step{step}"
+
+    @property
+    def checkpoint_steps(self) -> list[int]:
+        """Steps with a Hugging Face checkpoint: 0, every ``eval_every`` and the last (CPU trainers); every
+        ``trainer.save_freq`` and the last (verl)."""
+        if self.backend == "verl":
+            steps = int(self.settings["steps"])
+            every = int(self.settings.get("verl", {}).get("trainer.save_freq", steps))
+            return sorted({*range(every, steps + 1, every), steps})
+        return cpu_checkpoint_steps(int(self.settings["steps"]), int(self.settings["eval_every"]))
+
+    @property
+    def eval_dir(self) -> str:
+        return self._fill(EVAL_DIR)
+
+    def eval_file(self, step: int) -> str:
+        return f"{self.eval_dir}/step{step}.json"
+
+    @property
+    def eval_files(self) -> list[str]:
+        return [self.eval_file(step) for step in self.checkpoint_steps]
+
+
+def folder_patterns(scale: str) -> dict[str, str]:
+    """Run and evaluation folders of a scale's own backend with Snakemake wildcards {task}, {method},
+    {group_size}, {seed} (``task`` is the task folder, ``<task>-<model>`` at paper scale)."""
+    fields = dict(root=f"{RESULTS}/{scale}", task_dir="{task}", method="{method}", group_size="{group_size}",
+                  seed="{seed}")
+    return {"run": RUN_DIR.format(**fields), "eval": EVAL_DIR.format(**fields)}
+
+
+def cpu_checkpoint_steps(steps: int, eval_every: int) -> list[int]:
+    """Steps the CPU trainers (tiny, TRL) save a checkpoint at: 0, every ``eval_every`` and the last."""
+    if steps < 1 or eval_every < 1:
+        raise ValueError(f"steps and eval_every must be >= 1, got {steps}, {eval_every}")
+    return sorted({0, steps, *range(0, steps, eval_every)})
+
+
+def policy_dir(scale: str, task: str) -> str:
+    """A task's warm-start policy (tokenizer + model, save_pretrained) and its warmstart.json."""
+    return f"{RESULTS}/{scale}/policies/{task}"
+
+
+_RUN_DIR = re.compile(r"(?:^|/)results/(?P<scale>[^/]+)/(?:(?P<backend>[^/]+)/)?(?:runs|eval)/(?P<task_dir>[^/]+)"
+                      r"/(?P<method>[^/]+)/G(?P<group_size>\d+)/seed(?P<seed>\d+)$")
+
+
+def parse_run_dir(path: str | Path) -> dict[str, Any]:
+    """Coordinates of a run or evaluation folder (``.../results/<scale>[/<backend>]/{runs,eval}/<task_dir>/<method>
+    /G<G>/seed<seed>``): scale, backend (None for the scale's own), task_dir, method, group_size, seed."""
+    text = Path(path).as_posix().rstrip("/")
+    match = _RUN_DIR.search(text)
+    if match is None:
+        raise ValueError(f"{path} is not a run folder results/<scale>[/<backend>]/runs/<task>/<method>/G<G>/seed<S>")
+    found = match.groupdict()
+    return {**found, "group_size": int(found["group_size"]), "seed": int(found["seed"])}
+
+
+def run_matrix(experiment: dict[str, Any], target: str | None = None) -> list[Run]:
+    """Every distinct run of one target, or of all targets, in the experiment's order.
+
+    A run shared by several targets (same coordinates) appears once; if the targets resolve it to different
+    settings the experiment is ambiguous and this raises.
+    """
+    names = list(experiment["targets"]) if target is None else [target]
+    runs: dict[Run, Run] = {}
+    for name in names:
+        if name not in experiment["targets"]:
+            raise ExperimentError(f"unknown target {name!r}; targets: {', '.join(experiment['targets'])}")
+        for run in _target_runs(experiment, name):
+            if run in runs:
+                known = runs[run]
+                if known.settings != run.settings:
+                    raise ExperimentError(
+                        f"run {run.run_dir} is in targets {known.targets[0]!r} and {name!r} with different settings;"
+                        f" give one of them another seed or task")
+                run = dataclasses.replace(known, targets=known.targets + (name,))
+            runs[run] = run
+    return list(runs.values())
+
+
+def _target_runs(experiment: dict[str, Any], target: str) -> list[Run]:
+    block = experiment["targets"][target]
+    backend = target_backend(experiment, target)
+    common = dict(scale=experiment["scale"], backend=backend, task=block["task"], targets=(target,),
+                  scale_backend=experiment["backend"])
+    models: list[str | None] = [None]
+    if backend == "verl":
+        models = experiment["settings"]["paper"]["target_models"][target]
+    runs = []
+    for model in models:
+        for method in block["methods"]:
+            settings = run_settings(experiment, target, method)
+            primary = True
+            if model is not None:
+                settings = {key: settings[key] for key in settings if key in ("w_max", "batch_norm",
+                                                                                 "static_weights", "task_options")}
+                settings.update(paper_settings(experiment, target, model))
+                primary = experiment["settings"]["paper"]["primary_models"][block["task"]] == model
+            for group_size in block["group_sizes"]:
+                for seed in block["seeds"]:
+                    runs.append(Run(method=method, group_size=int(group_size), seed=int(seed), model=model,
+                                    settings=copy.deepcopy(settings), primary=primary, **common))
+    return runs
+
+
+def find_run(experiment: dict[str, Any], task_dir: str, method: str, group_size: int, seed: int,
+             backend: str | None = None) -> Run:
+    """The one run with these coordinates (``task_dir`` is ``<task>-<model>`` at paper scale)."""
+    for run in run_matrix(experiment):
+        if (run.task_dir, run.method, run.group_size, run.seed) == (task_dir, method, int(group_size), int(seed)) \
+                and backend in (None, run.backend):
+            return run
+    raise ExperimentError(f"no target of scale {experiment['scale']!r} defines run {task_dir}/{method}/"
+                          f"G{group_size}/seed{seed}" + (f" with backend {backend}" if backend else ""))
+
+
+def find_run_by_dir(experiment: dict[str, Any], run_dir: str | Path) -> Run:
+    """The run whose folder is ``run_dir`` (relative to the repository root, or ending in the run's folder)."""
+    where = parse_run_dir(run_dir)
+    if where["scale"] != experiment["scale"]:
+        raise ExperimentError(f"{run_dir} is a run folder of scale {where['scale']!r}, not {experiment['scale']!r}")
+    run = find_run(experiment, where["task_dir"], where["method"], where["group_size"], where["seed"],
+                   backend=where["backend"] or experiment["backend"])
+    if not Path(run_dir).as_posix().rstrip("/").endswith(run.run_dir):
+        raise ExperimentError(f"{run_dir} is not the folder of run {run.name} ({run.run_dir})")
+    return run
+
+
+@dataclass(frozen=True)
+class TrainingJob:
+    """Runs trained by one process: the seeds of one (backend, task, model, method, G). At the CPU scales a
+    process costs seconds of imports, more than a tiny run's training, so a job trains its seeds one after the
+    other; at paper scale every run is its own job (its own GPUs)."""
+
+    runs: tuple[Run, ...]
+
+    @property
+    def name(self) -> str:
+        first = self.runs[0]
+        backend = "" if first.backend == first.scale_backend else f"{first.backend}_"
+        seeds = "" if first.backend != "verl" else f"_seed{first.seed}"
+        return f"{backend}{first.task_dir}_{first.method}_G{first.group_size}{seeds}".replace("-", "_").replace(".", "")
+
+    @property
+    def backend(self) -> str:
+        return self.runs[0].backend
+
+
+def training_jobs(runs: list[Run]) -> list[TrainingJob]:
+    """Runs grouped into training processes (see `TrainingJob`), in run order."""
+    jobs: dict[tuple, list[Run]] = {}
+    for run in runs:
+        key = (run.backend, run.task_dir, run.method, run.group_size) + ((run.seed,) if run.backend == "verl" else ())
+        jobs.setdefault(key, []).append(run)
+    return [TrainingJob(tuple(sorted(group, key=lambda r: r.seed))) for group in jobs.values()]

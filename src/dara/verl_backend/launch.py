@@ -1,0 +1,219 @@
+"""verl runs: from a `dara.runs.Run` of a verl experiment to verl's command line, and the run itself.
+
+    python -m dara.verl_backend.launch list    [--experiment paper] [--target toolcall]   # every run folder
+    python -m dara.verl_backend.launch command --run-dir results/paper/runs/toolcall-qwen2.5-1.5b/dara_sym/G4/seed0
+    python -m dara.verl_backend.launch train   --run-dir ...       # run verl, then write metrics.parquet
+
+A run's folder (`dara.runs`) holds ``config.yaml`` (the resolved settings and the exact verl overrides),
+``git_revision.txt``, ``verl_logs/`` (one verl file-logger JSONL per attempt), ``verl_checkpoints/`` (verl's,
+resumed automatically), ``checkpoints/step<N>`` (links to the Hugging Face exports) and ``metrics.parquet``
+(written last). The run's settings come merged from the experiment file (`dara.experiments.paper_settings`); this
+module adds the batch sizes for its G, paths, seed, estimator and logging (`verl_overrides`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from dara.experiments import load_experiment
+from dara.methods import get_method
+from dara.provenance import write_run_provenance
+from dara.runs import Run, find_run_by_dir, run_matrix
+from dara.verl_plugin import TRAINER_MODE, VERL_VERSION
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+REWARDS_MODULE = "pkg://dara.verl_plugin.rewards"
+# Keys verl's config does not define: Hydra needs "+" to add them.
+NEW_KEY_PREFIXES = ("algorithm.dara.", "reward.custom_reward_function.reward_kwargs.",
+                    "ray_kwargs.ray_init.runtime_env.env_vars.")
+
+
+class LaunchError(ValueError):
+    """A verl run that cannot be launched as its settings say."""
+
+
+def check_verl_version(experiment: dict[str, Any]) -> None:
+    """The experiment must name the verl release the plugin is written for."""
+    wanted = str(experiment["settings"]["paper"]["verl_version"])
+    if wanted != VERL_VERSION:
+        raise LaunchError(f"settings/paper/verl_version is {wanted!r}; this plugin is written for verl {VERL_VERSION}")
+
+
+def _per_group(total: int, group_size: int, what: str) -> int:
+    if total % group_size:
+        raise LaunchError(f"{what}={total} responses is not a multiple of G={group_size}")
+    return total // group_size
+
+
+def verl_overrides(run: Run, run_dir: str | Path, data_dir: str | Path | None = None,
+                   env: dict[str, str] | None = None) -> dict[str, Any]:
+    """The verl config values of one run, by dotted key (`hydra_overrides` renders them).
+
+    Paths are made absolute (Ray workers do not share the launcher's working directory). ``env`` goes into Ray's
+    runtime environment, so every verl process sees it, also on a cluster that was started before this run.
+    """
+    s = run.settings
+    for required in ("dataset", "reward_function", "reward_keys", "steps", "responses_per_step",
+                     "mini_batch_responses", "hf_id", "resources"):
+        if required not in s:
+            raise LaunchError(f"run {run.name}: paper setting {required!r} is missing")
+    data = (Path(data_dir or s["data_dir"]) / s["dataset"]).absolute()
+    run_dir = Path(run_dir).absolute()
+    resources = s["resources"]
+    logger = list(s.get("logger", ["console", "file"]))
+    if "file" not in logger:
+        raise LaunchError("settings/paper/logger must include 'file' (metrics.parquet is made from it)")
+    if s.get("wandb_project") and "wandb" not in logger:
+        logger.append("wandb")
+    values: dict[str, Any] = dict(s.get("verl", {}))
+    values.update({
+        "algorithm.adv_estimator": get_method(run.method).verl_name,
+        "algorithm.norm_adv_by_std_in_grpo": True,
+        "trainer.use_v1": True,
+        "trainer.v1.trainer_mode": TRAINER_MODE,
+        "algorithm.dara.reward_keys": list(s["reward_keys"]),
+        "algorithm.dara.w_max": float(s["w_max"]),
+        "algorithm.dara.batch_norm": s["batch_norm"],
+        "data.train_files": str(data / "train.parquet"),
+        "data.val_files": str(data / "test.parquet"),
+        "data.train_batch_size": _per_group(s["responses_per_step"], run.group_size, "responses_per_step"),
+        "actor_rollout_ref.actor.ppo_mini_batch_size": _per_group(s["mini_batch_responses"], run.group_size,
+                                                                  "mini_batch_responses"),
+        "actor_rollout_ref.rollout.n": run.group_size,
+        "data.seed": run.seed,
+        "actor_rollout_ref.actor.data_loader_seed": run.seed,
+        "actor_rollout_ref.model.path": s["hf_id"],
+        "trainer.total_training_steps": int(s["steps"]),
+        "trainer.nnodes": int(resources["nodes"]),
+        "trainer.n_gpus_per_node": int(resources["gpus_per_node"]),
+        "trainer.logger": logger,
+        "trainer.project_name": s.get("wandb_project") or "dara-paper",
+        "trainer.experiment_name": run.name,
+        "trainer.default_local_dir": str(run_dir / "verl_checkpoints"),
+        "trainer.resume_mode": "auto",
+        "reward.custom_reward_function.path": REWARDS_MODULE,
+        "reward.custom_reward_function.name": s["reward_function"],
+    })
+    values.setdefault("actor_rollout_ref.rollout.seed", run.seed)
+    if get_method(run.method).needs_static_weights:
+        values["algorithm.dara.static_weights"] = [float(w) for w in s["static_weights"]]
+    for name, value in (env or {}).items():
+        values[f"ray_kwargs.ray_init.runtime_env.env_vars.{name}"] = str(value)
+    for key, value in s.get("reward_kwargs", {}).items():
+        values[f"reward.custom_reward_function.reward_kwargs.{key}"] = value
+    if s.get("token_count_reward_manager"):
+        values.update({
+            "reward.reward_manager.source": "importlib",
+            "reward.reward_manager.module.path": REWARDS_MODULE,
+            "reward.reward_manager.name": "TokenCountRewardManager",
+        })
+    return values
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_render(v) for v in value) + "]"
+    if isinstance(value, float):
+        return repr(value)
+    text = str(value)
+    if any(c in text for c in " ,[]{}()=:'\"\\$"):
+        return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return text
+
+
+def hydra_overrides(values: dict[str, Any]) -> list[str]:
+    """Hydra command-line overrides; keys verl's config lacks get "+"."""
+    return [("+" if key.startswith(NEW_KEY_PREFIXES) else "") + f"{key}={_render(value)}" for key, value in values.items()]
+
+
+def verl_command(run: Run, run_dir: str | Path, data_dir: str | Path | None = None,
+                 env: dict[str, str] | None = None) -> list[str]:
+    values = verl_overrides(run, run_dir, data_dir, env)
+    return [sys.executable, "-m", "dara.verl_plugin.main", *hydra_overrides(values)]
+
+
+def run_environment(run: Run, attempt_log: str | Path) -> dict[str, str]:
+    """Environment of a run's verl processes: the model's variables and the file logger's path."""
+    env = {str(k): str(v) for k, v in run.settings.get("env", {}).items()}
+    env["VERL_FILE_LOGGER_PATH"] = str(Path(attempt_log).absolute())
+    return env
+
+
+def link_hf_checkpoints(run_dir: Path) -> list[Path]:
+    """``checkpoints/step<N>`` -> verl's ``verl_checkpoints/global_step_<N>/actor/huggingface`` (relative links)."""
+    links = []
+    for export in sorted((run_dir / "verl_checkpoints").glob("global_step_*/actor/huggingface")):
+        step = int(export.parent.parent.name.removeprefix("global_step_"))
+        link = run_dir / "checkpoints" / f"step{step}"
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if not link.exists():
+            os.symlink(os.path.relpath(export, link.parent), link)
+        links.append(link)
+    return links
+
+
+def train(run: Run, base: str | Path = REPO_ROOT, data_dir: str | Path | None = None) -> Path:
+    """Run verl for one run (resuming from its checkpoints) and write its metrics.parquet; returns that path.
+    The run's folder is ``run.run_dir`` under ``base`` (the repository root)."""
+    from dara.verl_backend.logs import convert_run_logs
+
+    run_dir = Path(base) / run.run_dir
+    log_dir = run_dir / "verl_logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    attempt = 1 + max((int(p.stem.removeprefix("attempt")) for p in log_dir.glob("attempt*.jsonl")), default=0)
+    attempt_log = log_dir / f"attempt{attempt}.jsonl"
+    run_env = run_environment(run, attempt_log)
+    values = verl_overrides(run, run_dir, data_dir, run_env)
+    command = [sys.executable, "-m", "dara.verl_plugin.main", *hydra_overrides(values)]
+    config = {"run": {"task": run.task, "model": run.model, "method": run.method, "group_size": run.group_size,
+                      "seed": run.seed, "targets": list(run.targets)},
+              "settings": run.settings, "verl_overrides": values, "command": shlex.join(command)}
+    write_run_provenance(run_dir, config)
+    env = {**os.environ, **run_env}
+    subprocess.run(command, env=env, check=True, cwd=REPO_ROOT)
+    link_hf_checkpoints(run_dir)
+    out = run_dir / "metrics.parquet"
+    convert_run_logs(log_dir, run.settings["reward_keys"], out)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("action", choices=["list", "command", "train"])
+    parser.add_argument("--experiment", default="paper", help="scale name or experiment yaml (default: paper)")
+    parser.add_argument("--target", default=None, help="list: only this target's runs")
+    parser.add_argument("--run-dir", help="command / train: the run's folder (dara.runs layout)")
+    parser.add_argument("--data-dir", default=None, help="prepared datasets (default: settings.paper.data_dir)")
+    args = parser.parse_args(argv)
+    experiment = load_experiment(args.experiment)
+    if experiment["backend"] != "verl":
+        parser.error(f"experiment {args.experiment!r} is not a verl experiment (backend {experiment['backend']!r})")
+    check_verl_version(experiment)
+    if args.action == "list":
+        for run in run_matrix(experiment, args.target):
+            print(run.run_dir)
+        return
+    if args.run_dir is None:
+        parser.error(f"{args.action} needs --run-dir")
+    run = find_run_by_dir(experiment, args.run_dir)
+    if args.action == "command":
+        run_dir = REPO_ROOT / run.run_dir
+        env = run_environment(run, run_dir / "verl_logs" / "attempt1.jsonl")
+        print(" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()),
+              shlex.join(verl_command(run, run_dir, args.data_dir, env)))
+        return
+    print(train(run, data_dir=args.data_dir))
+
+
+if __name__ == "__main__":
+    main()
