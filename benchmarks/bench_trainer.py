@@ -1,6 +1,6 @@
 """Time the tiny trainer's step against the trainer at an older revision (default bf5bb9d, before the speed-ups).
 
-Run: ``make bench-trainer`` or ``.venv/bin/python -m benchmarks.bench_trainer [--policy results/tiny/policies/toolcall]``.
+Run: ``make bench-trainer`` or ``python -m benchmarks.bench_trainer [--policy results/tiny/policies/toolcall]``.
 
 The old trainer is never kept in the repository: ``git archive <revision> src`` extracts it into a temporary folder
 and a subprocess imports ``dara`` from there; the new one runs in a subprocess importing this checkout's ``src``.

@@ -81,7 +81,7 @@ class TrainArgs:
     clip_ratio: float = 0.2
     """PPO clip range"""
     kl_coef: float = 0.0
-    """weight of the k3 KL penalty to the warm-start policy (0: logged only)"""
+    """weight of the k3 KL penalty to the warm-start policy (0: not computed, the kl column is NaN)"""
     entropy_coef: float = 0.0
     """entropy bonus"""
     max_grad_norm: float = 1.0
