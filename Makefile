@@ -6,7 +6,7 @@ BFCL_VENV := .venv-bfcl
 PIP := $(VENV)/bin/python -m pip
 CORES ?= all
 
-.PHONY: setup setup-test setup-bfcl reproduce smoke test bench clean-envs
+.PHONY: setup setup-test setup-bfcl reproduce smoke test bench bench-trainer clean-envs
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,10 @@ test: setup-test
 
 bench: setup-test
 	$(VENV)/bin/python -m benchmarks.bench_advantages
+
+# The tiny trainer's step against revision bf5bb9d; needs results/tiny/policies/toolcall (or pass --policy).
+bench-trainer: $(VENV)/.cpu-stamp
+	$(VENV)/bin/python -m benchmarks.bench_trainer
 
 clean-envs:
 	rm -rf $(VENV) $(BFCL_VENV)

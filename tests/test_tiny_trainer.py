@@ -7,7 +7,7 @@ import yaml
 
 import dara.tiny.trainer as trainer_module
 from dara.experiments import default_settings, default_warm_start
-from dara.tiny.policy import generate, load_policy
+from dara.tiny.policy import encode_prompts, generate, load_policy, rollout, token_logprobs
 from dara.tiny.trainer import TrainArgs, train
 from dara.tiny.warmstart import warm_start
 
@@ -45,8 +45,9 @@ def test_one_step_writes_metrics_config_revision_and_checkpoints(act_policy, tmp
     for name in ("accuracy", "admissible", "format"):
         for prefix in ("reward", "density", "weight", "active_groups", "energy_pos", "energy_neg"):
             assert f"{prefix}/{name}" in saved.columns
-    for column in ("entropy", "response_length", "clip_fraction", "kl", "seconds"):
+    for column in ("entropy", "response_length", "clip_fraction", "seconds"):
         assert column in saved.columns and saved[column].notna().all()
+    assert saved["kl"].isna().all()  # kl_coef 0: no reference forward, so no KL to log
     assert saved["reward/format"].between(-0.5, 0.0).all()
     assert 0.0 <= saved["density/format"].iloc[0] <= 1.0 and saved["weight/format"].iloc[0] >= 1.0
     config = yaml.safe_load((tmp_path / "config.yaml").read_text())
@@ -137,3 +138,98 @@ def test_wandb_receives_the_metrics_offline_without_a_key(act_policy, tmp_path, 
     runs = list((tmp_path / "wandb").glob("offline-run-*"))
     assert len(runs) == 1
     assert list(runs[0].glob("*.wandb"))  # the offline log that `wandb sync` would upload
+
+
+def _columns(frame):
+    return [c for c in frame.columns if c != "seconds"]
+
+
+@pytest.mark.parametrize("kl_coef", [0.0, 0.05])
+def test_the_same_seed_gives_the_same_metrics_twice(act_policy, tmp_path, kl_coef):
+    first = train(_args(act_policy, tmp_path / "a", steps=3, kl_coef=kl_coef))
+    second = train(_args(act_policy, tmp_path / "b", steps=3, kl_coef=kl_coef))
+    assert len(_columns(first)) > 20
+    pd.testing.assert_frame_equal(first[_columns(first)], second[_columns(second)])  # every column, NaN == NaN
+    other_seed = train(_args(act_policy, tmp_path / "c", steps=3, kl_coef=kl_coef, seed=1))
+    assert not first[_columns(first)].equals(other_seed[_columns(other_seed)])
+
+
+def test_a_kl_penalty_logs_the_kl_to_the_warm_start(act_policy, tmp_path):
+    frame = train(_args(act_policy, tmp_path, steps=3, kl_coef=0.05))
+    assert frame["kl"].notna().all() and (frame["kl"] > -1e-8).all()  # k3 >= 0, up to float32 rounding
+    # Step 0's policy is the reference: only float rounding between the sampler's and a fresh forward remains.
+    assert abs(frame["kl"].iloc[0]) < 1e-8 and frame["kl"].iloc[-1] > 1e-4
+
+
+def test_rollout_logprobs_are_those_of_a_fresh_forward(act_policy):
+    tokenizer, model = load_policy(act_policy)
+    prompts = ["You are in the hall.\nAssistant:\n", "You are in the kitchen. You see: mug.\nAssistant:\n"] * 8
+    torch.manual_seed(0)
+    batch = rollout(model, tokenizer, prompts, max_new_tokens=20)
+    width = int(batch["prompt_length"])
+    prompt_ids, prompt_mask = encode_prompts(tokenizer, prompts)
+    assert width == prompt_ids.shape[1] and torch.equal(batch["input_ids"][:, :width], prompt_ids)
+    mask = batch["response_mask"].bool()
+    assert torch.equal(batch["attention_mask"], torch.cat([prompt_mask, batch["response_mask"]], dim=1))
+    fresh, _ = token_logprobs(model, batch["input_ids"], batch["attention_mask"], start=width)
+    assert batch["logprobs"].shape == fresh.shape == mask.shape
+    assert (batch["logprobs"][mask] - fresh[mask]).abs().max() < 1e-5
+    assert (batch["logprobs"][mask] < 0).all() and (batch["logprobs"][~mask] == 0).all()
+
+
+def test_rollout_ends_rows_at_eos_and_stops_when_all_have_ended(act_policy):
+    tokenizer, model = load_policy(act_policy)
+    torch.manual_seed(1)
+    batch = rollout(model, tokenizer, ["You are in the hall.\nAssistant:\n"] * 32, max_new_tokens=64)
+    response = batch["input_ids"][:, int(batch["prompt_length"]):]
+    mask = batch["response_mask"].bool()
+    is_eos = response == tokenizer.eos_token_id
+    ended = is_eos.any(dim=1)
+    assert ended.any()
+    lengths = mask.sum(dim=1)
+    for row in range(response.shape[0]):
+        if ended[row]:  # kept up to and including the first EOS, padding after it
+            first = int(is_eos[row].nonzero()[0])
+            assert int(lengths[row]) == first + 1
+            assert (response[row, first + 1:] == tokenizer.pad_token_id).all()
+        else:
+            assert int(lengths[row]) == response.shape[1] == 64
+    assert response.shape[1] == int(lengths.max())  # no step after every row has ended
+
+
+@pytest.mark.parametrize("temperature, other", [(1.0, 2.0), (2.0, 1.0)])
+def test_rollout_samples_softmax_of_logits_over_temperature(act_policy, temperature, other):
+    """The first token's empirical distribution over 20,000 draws is softmax(logits / T), not that of another T."""
+    tokenizer, model = load_policy(act_policy)
+    prompt = "You are in the hall. You see: mug, key.\nAssistant:\n"
+    ids, attention = encode_prompts(tokenizer, [prompt])
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=attention).logits[0, -1].double()
+    expected, wrong = torch.softmax(logits / temperature, dim=-1), torch.softmax(logits / other, dim=-1)
+    draws = 20_000
+    torch.manual_seed(2)
+    batch = rollout(model, tokenizer, [prompt] * draws, max_new_tokens=1, temperature=temperature)
+    empirical = torch.bincount(batch["input_ids"][:, -1], minlength=expected.numel()).double() / draws
+    # Three binomial standard deviations per token, summed: sampling noise stays well below it.
+    tolerance = 0.5 * 3 * (expected * (1 - expected) / draws).sqrt().sum()
+    assert 0.5 * (empirical - expected).abs().sum() < tolerance
+    assert 0.5 * (empirical - wrong).abs().sum() > 2 * tolerance
+
+
+def test_ppo_first_ratio_is_one_with_the_samplers_logprobs(act_policy, tmp_path, monkeypatch):
+    """Before the first optimizer step the policy is the sampling policy: exp(logp - old_logp) is 1."""
+    real = trainer_module.ppo_update
+    seen = []
+
+    def checks_the_ratio(model, optimizer, ref_logp, old_logp, batch, *args, **kwargs):
+        width = int(batch["prompt_length"])
+        with torch.no_grad():
+            logp, _ = token_logprobs(model, batch["input_ids"], batch["attention_mask"], start=width)
+        mask = batch["response_mask"].bool()
+        seen.append(float((torch.exp(logp - old_logp)[mask] - 1).abs().max()))
+        assert model.training
+        return real(model, optimizer, ref_logp, old_logp, batch, *args, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "ppo_update", checks_the_ratio)
+    train(_args(act_policy, tmp_path, steps=2))
+    assert len(seen) == 2 and max(seen) < 1e-5

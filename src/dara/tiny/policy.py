@@ -14,7 +14,7 @@ from typing import Sequence
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+from transformers import DynamicCache, GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
 from dara.io import replace_dir_atomically
 
@@ -109,6 +109,74 @@ def sample(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int, tem
     }
 
 
+@torch.no_grad()
+def rollout(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int,
+            temperature: float = 1.0) -> dict[str, torch.Tensor]:
+    """The trainer's sampler: one response per prompt, and the log-probability of every sampled token.
+
+    Returns what ``sample`` returns plus ``logprobs`` (B, response width): the log-probability of each response
+    token under ``model`` at temperature 1 (0 after EOS), i.e. what ``token_logprobs`` of a fresh forward gives for
+    those tokens, up to float rounding (about 1e-6), so PPO can use them as its old log-probs instead of a second
+    forward pass.
+
+    Same distribution as ``sample`` with top-p 1 and no top-k: softmax(logits / temperature); a row that has
+    sampled EOS gets padding; the loop stops when every row has ended or after ``max_new_tokens`` tokens. It is a
+    KV-cache loop calling the model directly, because ``generate``'s per-token machinery (logits processors,
+    stopping criteria, mask rebuilding) costs more than the forward of a model this small. A token is drawn by
+    inverting the CDF with one uniform per row from the global torch RNG (which the trainer seeds and saves in its
+    resume state), much cheaper than ``torch.multinomial``, which draws one exponential per vocabulary entry.
+    """
+    if temperature <= 0:
+        raise ValueError(f"temperature must be positive (sampling), got {temperature}")
+    was_training = model.training
+    model.eval()
+    prompt_ids, prompt_mask = encode_prompts(tokenizer, prompts)
+    rows, width = prompt_ids.shape
+    pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
+    response = torch.full((rows, max_new_tokens), pad, dtype=torch.long)
+    logprobs = torch.zeros(rows, max_new_tokens)
+    attention = torch.cat([prompt_mask, torch.ones(rows, max_new_tokens, dtype=prompt_mask.dtype)], dim=1)
+    # Positions as token_logprobs builds them from the mask: a response token sits right after the real prompt.
+    positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
+    cache = DynamicCache(config=model.config)
+    logits = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions, past_key_values=cache,
+                   use_cache=True, logits_to_keep=1).logits[:, -1]
+    next_position = positions[:, -1:] + 1
+    finished = torch.zeros(rows, dtype=torch.bool)
+    length = 0
+    for t in range(max_new_tokens):
+        logp_all = torch.log_softmax(logits.float(), dim=-1)
+        probs = logp_all.exp() if temperature == 1.0 else torch.softmax(logits.float() / temperature, dim=-1)
+        cdf = probs.cumsum(dim=-1)
+        # First index whose cumulative probability exceeds u * total: token i with probability p_i is drawn with
+        # probability p_i (scaling by the total absorbs the cumsum's rounding; the clamp only guards u * total
+        # rounding up to the total itself).
+        draw = torch.rand(rows, 1) * cdf[:, -1:]
+        token = torch.searchsorted(cdf, draw, right=True).clamp(max=cdf.shape[1] - 1).squeeze(1)
+        token = token.masked_fill(finished, pad)
+        response[:, t] = token
+        logprobs[:, t] = logp_all.gather(1, token[:, None]).squeeze(1).masked_fill(finished, 0.0)
+        length = t + 1
+        finished |= token == eos
+        if bool(finished.all()) or length == max_new_tokens:
+            break
+        # Rows that ended keep decoding padding, as generate does; their tokens are masked out of the response.
+        logits = model(input_ids=token[:, None], attention_mask=attention[:, :width + length],
+                       position_ids=next_position + t, past_key_values=cache, use_cache=True).logits[:, -1]
+    model.train(was_training)
+    response, logprobs = response[:, :length], logprobs[:, :length]
+    is_eos = response == eos
+    after_eos = (is_eos.cumsum(dim=1) - is_eos.long()) > 0
+    response_mask = (~after_eos).long()
+    return {
+        "input_ids": torch.cat([prompt_ids, response], dim=1),
+        "attention_mask": torch.cat([prompt_mask, response_mask], dim=1),
+        "response_mask": response_mask,
+        "prompt_length": torch.tensor(width),
+        "logprobs": logprobs,
+    }
+
+
 def decode_responses(tokenizer, batch: dict[str, torch.Tensor]) -> tuple[list[str], list[int]]:
     """Response texts (EOS and padding removed) and their token counts (EOS counted, as verl counts it)."""
     width = int(batch["prompt_length"])
@@ -134,16 +202,25 @@ def generate(model, tokenizer, prompts: Sequence[str], *, seed: int, max_new_tok
     return texts, lengths
 
 
-def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                   with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Log-probability of each token given its prefix, shape (B, T-1) aligned with ``input_ids[:, 1:]``.
+def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, with_entropy: bool = False,
+                   start: int = 1, entropy_grad: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probability of each token given its prefix, shape (B, T-start) aligned with ``input_ids[:, start:]``.
 
     Position ids follow the attention mask exactly as ``generate`` builds them for left-padded prompts, so the
-    training forward scores the very distribution that was sampled.
+    training forward scores the very distribution that was sampled. ``start`` (the prompt width, for the trainer)
+    leaves the prompt's positions out of the output projection and softmax, by far the costliest part of a
+    forward with a 1,000-token vocabulary and 64 hidden units. The entropy carries a gradient only with
+    ``entropy_grad`` (an entropy bonus); when it is only logged, its graph would double the backward's softmax work.
     """
+    if not 1 <= start < input_ids.shape[1]:
+        raise ValueError(f"start must be in [1, {input_ids.shape[1] - 1}], got {start}")
     position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).logits[:, :-1]
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                   logits_to_keep=input_ids.shape[1] - start + 1).logits[:, :-1]
     logp_all = torch.log_softmax(logits.float(), dim=-1)
-    logp = logp_all.gather(-1, input_ids[:, 1:, None]).squeeze(-1)
-    entropy = -(logp_all.exp() * logp_all).sum(-1) if with_entropy else None
+    logp = logp_all.gather(-1, input_ids[:, start:, None]).squeeze(-1)
+    entropy = None
+    if with_entropy:
+        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+            entropy = -(logp_all.exp() * logp_all).sum(-1)
     return logp, entropy

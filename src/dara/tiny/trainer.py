@@ -37,7 +37,7 @@ from dara.methods import get_method
 from dara.provenance import write_run_provenance
 from dara.runs import cpu_checkpoint_steps
 from dara.tasks import get_task
-from dara.tiny.policy import decode_responses, load_policy, sample, save_policy, token_logprobs
+from dara.tiny.policy import decode_responses, load_policy, rollout, save_policy, token_logprobs
 
 
 @dataclass
@@ -84,7 +84,7 @@ class TrainArgs:
     clip_ratio: float
     """PPO clip range"""
     kl_coef: float
-    """weight of the k3 KL penalty to the warm-start policy (0: logged only)"""
+    """weight of the k3 KL penalty to the warm-start policy (0: not computed, the kl column is NaN)"""
     entropy_coef: float
     """entropy bonus"""
     max_grad_norm: float
@@ -138,27 +138,31 @@ class TrainArgs:
 
 
 def ppo_update(model, optimizer, ref_logp, old_logp, batch, advantages, loss_weights, args: TrainArgs):
-    """One epoch of PPO-clip over ``args.minibatches`` shuffled minibatches; returns clip fraction and entropy."""
+    """One epoch of PPO-clip over ``args.minibatches`` shuffled minibatches; returns clip fraction and entropy.
+
+    Log-probs here are over response tokens only, (B, response width); ``ref_logp`` is None when ``kl_coef`` is 0.
+    """
     ids, attention = batch["input_ids"], batch["attention_mask"]
     width = int(batch["prompt_length"])
-    # Loss mask aligned with next-token log-probs: response tokens up to and including EOS.
-    mask = torch.zeros_like(ids, dtype=torch.float32)
-    mask[:, width:] = batch["response_mask"].float()
-    mask = mask[:, 1:]
+    # Loss mask: response tokens up to and including EOS.
+    mask = batch["response_mask"].float()
     order = torch.randperm(ids.shape[0])
     clipped_tokens, entropy_sum, tokens = 0.0, 0.0, 0.0
     for chunk in order.chunk(args.minibatches):
-        logp, entropy = token_logprobs(model, ids[chunk], attention[chunk], with_entropy=True)
+        logp, entropy = token_logprobs(model, ids[chunk], attention[chunk], with_entropy=True, start=width,
+                                       entropy_grad=args.entropy_coef != 0)
         m = mask[chunk]
         ratio = torch.exp(logp - old_logp[chunk])
         adv = advantages[chunk, None]
         loss_unclipped = -adv * ratio
         loss_clipped = -adv * ratio.clamp(1 - args.clip_ratio, 1 + args.clip_ratio)
         # GD2PO-Hard's query weight multiplies the clipped loss; the token-mean denominator stays the full mask.
-        pg = torch.maximum(loss_unclipped, loss_clipped) * loss_weights[chunk, None]
-        log_ratio_ref = ref_logp[chunk] - logp
-        kl = torch.exp(log_ratio_ref) - log_ratio_ref - 1
-        per_token = pg + args.kl_coef * kl - args.entropy_coef * entropy
+        per_token = torch.maximum(loss_unclipped, loss_clipped) * loss_weights[chunk, None]
+        if ref_logp is not None:
+            log_ratio_ref = ref_logp[chunk] - logp
+            per_token = per_token + args.kl_coef * (torch.exp(log_ratio_ref) - log_ratio_ref - 1)
+        if args.entropy_coef:
+            per_token = per_token - args.entropy_coef * entropy
         loss = (per_token * m).sum() / m.sum().clamp(min=1)
         model.zero_grad(set_to_none=True)
         loss.backward()
@@ -184,7 +188,8 @@ def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported la
     if prompts_per_step > len(pool):
         raise ValueError(f"{prompts_per_step} prompts per step but a pool of {len(pool)}")
     tokenizer, model = load_policy(args.policy)
-    reference = copy.deepcopy(model).eval()
+    # The warm-start policy is only needed for a KL penalty; with kl_coef 0 its forward would buy nothing.
+    reference = copy.deepcopy(model).eval() if args.kl_coef else None
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate, weight_decay=0.0)
 
@@ -236,8 +241,8 @@ def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported la
         # 1. Rollouts: G responses for each of this step's prompts.
         chosen = prompt_rng.choice(len(pool), size=prompts_per_step, replace=False)
         items = [pool[i] for i in chosen for _ in range(args.group_size)]
-        batch = sample(model, tokenizer, [item["prompt"] for item in items], max_new_tokens=args.max_new_tokens,
-                       temperature=args.temperature)
+        batch = rollout(model, tokenizer, [item["prompt"] for item in items], max_new_tokens=args.max_new_tokens,
+                        temperature=args.temperature)
         texts, lengths = decode_responses(tokenizer, batch)
 
         # 2. Rewards, one column per reward, and the method's advantages.
@@ -248,14 +253,19 @@ def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported la
             lengths=lengths if args.batch_norm == "token" else None, batch_norm=args.batch_norm,
             channel_names=task.reward_names)
 
-        # 3. PPO-clip update against the sampling policy's log-probs.
-        with torch.no_grad():
-            old_logp, _ = token_logprobs(model, batch["input_ids"], batch["attention_mask"])
-            ref_logp, _ = token_logprobs(reference, batch["input_ids"], batch["attention_mask"])
-        width = int(batch["prompt_length"])
-        response_mask = batch["response_mask"].float()
-        log_ratio = (ref_logp - old_logp)[:, width - 1:]
-        kl = float(((torch.exp(log_ratio) - log_ratio - 1) * response_mask).sum() / response_mask.sum())
+        # 3. PPO-clip update against the sampling policy's log-probs: the sampler's own, which a fresh forward of
+        # the same weights reproduces to float rounding (tested), so no second pass. KL to the warm-start policy
+        # (k3, response tokens) only when it is penalised; otherwise the column is NaN.
+        old_logp = batch["logprobs"]
+        kl = float("nan")
+        ref_logp = None
+        if reference is not None:
+            with torch.no_grad():
+                ref_logp, _ = token_logprobs(reference, batch["input_ids"], batch["attention_mask"],
+                                             start=int(batch["prompt_length"]))
+            response_mask = batch["response_mask"].float()
+            log_ratio = ref_logp - old_logp
+            kl = float(((torch.exp(log_ratio) - log_ratio - 1) * response_mask).sum() / response_mask.sum())
         clip_fraction, entropy = ppo_update(model, optimizer, ref_logp, old_logp, batch, result.advantages,
                                             result.loss_weights, args)
 

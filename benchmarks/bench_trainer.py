@@ -1,0 +1,143 @@
+"""Time the tiny trainer's step against the trainer at an older revision (default bf5bb9d, before the speed-ups).
+
+Run: ``make bench-trainer`` or ``python -m benchmarks.bench_trainer [--policy results/tiny/policies/toolcall]``.
+
+The old trainer is never kept in the repository: ``git archive <revision> src`` extracts it into a temporary folder
+and a subprocess imports ``dara`` from there; the new one runs in a subprocess importing this checkout's ``src``.
+Both train the same policy, task, method, settings (the tiny experiment's, for fewer steps) and seed, one thread
+each, alternating old, new, old, new, ... so that load on the machine hits both sides alike. A step's time is the
+trainer's own ``seconds`` column (rollouts, rewards, advantages, log-probs, update; imports and checkpoints left
+out). The two sides sample different responses (the sampler changed, so the random stream did), hence the mean
+response length of each side is printed too: a step's cost grows with it.
+
+Per phase, the time is split by wrapping the trainer module's functions: sampling (``sample`` / ``rollout``),
+log-prob passes outside the update (``token_logprobs``: old log-probs and reference), the update (``ppo_update``,
+its own forward and backward included), and the rest (decoding, rewards, advantages).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PHASES = ("sampling", "logprobs", "update")
+
+
+def worker(spec: dict) -> dict:
+    """Train in this process and return per-step seconds, per-phase seconds and the mean response length."""
+    import dataclasses
+
+    import torch
+
+    import dara
+    import dara.tiny.trainer as trainer
+
+    torch.set_num_threads(1)
+    totals = {phase: 0.0 for phase in PHASES}
+    active: list[str] = []
+
+    def timed(phase, fn):
+        # Only the outermost wrapped call counts: token_logprobs inside ppo_update is update time.
+        def wrapper(*args, **kwargs):
+            if active:
+                return fn(*args, **kwargs)
+            active.append(phase)
+            started = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                totals[phase] += time.perf_counter() - started
+                active.pop()
+        return wrapper
+
+    sampler = "rollout" if hasattr(trainer, "rollout") else "sample"
+    setattr(trainer, sampler, timed("sampling", getattr(trainer, sampler)))
+    trainer.token_logprobs = timed("logprobs", trainer.token_logprobs)
+    trainer.ppo_update = timed("update", trainer.ppo_update)
+
+    # Settings this revision's TrainArgs does not know (added later) are left out and reported.
+    known = {f.name for f in dataclasses.fields(trainer.TrainArgs)}
+    settings = {k: v for k, v in spec["args"].items() if k in known}
+    with tempfile.TemporaryDirectory() as out:
+        frame = trainer.train(trainer.TrainArgs(out=out, **settings))
+    return {"dara": dara.__file__, "seconds": frame["seconds"].tolist(), "phases": totals,
+            "response_length": float(frame["response_length"].mean()), "ignored": sorted(set(spec["args"]) - known)}
+
+
+def run_side(src: Path, spec: dict) -> dict:
+    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{ROOT}", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-m", "benchmarks.bench_trainer", "--worker", json.dumps(spec)],
+                          env=env, cwd=ROOT, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"the trainer under {src} failed:\n{done.stderr[-3000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    if not Path(result["dara"]).resolve().is_relative_to(src.resolve()):
+        raise RuntimeError(f"dara was imported from {result['dara']}, not from {src}")
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--policy", default=str(ROOT / "results/tiny/policies/toolcall"),
+                        help="warm-start checkpoint (python -m dara.tiny.warmstart --experiment tiny --task toolcall)")
+    parser.add_argument("--experiment", default="tiny")
+    parser.add_argument("--task", default="toolcall")
+    parser.add_argument("--method", default="dara_sym")
+    parser.add_argument("--group-size", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--steps", type=int, default=5, help="training steps per repetition")
+    parser.add_argument("--repeats", type=int, default=3, help="old/new pairs, run alternately")
+    parser.add_argument("--revision", default="bf5bb9d", help="git revision of the old trainer")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(worker(json.loads(args.worker))))
+        return
+    if not (Path(args.policy) / "config.json").is_file():
+        parser.error(f"no policy under {args.policy}; make one with python -m dara.tiny.warmstart "
+                     f"--experiment {args.experiment} --task {args.task} --out {args.policy}")
+    from dara.experiments import load_experiment, run_spec
+
+    run = run_spec(load_experiment(args.experiment), args.task, args.method, args.group_size, args.seed)
+    spec = {"args": {"task": run["task"], "method": run["method"], "group_size": run["group_size"], "seed": run["seed"],
+                     "policy": str(Path(args.policy).resolve()), "progress": False,
+                     **run["settings"], "steps": args.steps}}
+    with tempfile.TemporaryDirectory() as old_root:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.revision, "src"], capture_output=True,
+                                 check=True).stdout
+        subprocess.run(["tar", "-x", "-C", old_root], input=archive, check=True)
+        sides = {"old": Path(old_root) / "src", "new": ROOT / "src"}
+        results: dict[str, list[dict]] = {"old": [], "new": []}
+        print(f"{args.task} {args.method} G{args.group_size} seed {args.seed}, {args.steps} steps x {args.repeats} "
+              f"repetitions, old = {args.revision}, one thread")
+        for repeat in range(args.repeats):
+            for side in ("old", "new"):
+                result = run_side(sides[side], spec)
+                results[side].append(result)
+                if result["ignored"]:
+                    print(f"  ({side} trainer does not know the settings {result['ignored']}: left out)")
+                print(f"  rep {repeat} {side}: {sum(result['seconds']):6.2f} s for {args.steps} steps, mean response "
+                      f"{result['response_length']:.1f} tokens", flush=True)
+
+    ratios = [sum(o["seconds"]) / sum(n["seconds"]) for o, n in zip(results["old"], results["new"])]
+    print(f"step time old/new: median {statistics.median(ratios):.2f}x "
+          f"(per repetition: {', '.join(f'{r:.2f}x' for r in ratios)})")
+    for side in ("old", "new"):
+        total = sum(sum(r["seconds"]) for r in results[side])
+        shares = {phase: sum(r["phases"][phase] for r in results[side]) / total for phase in PHASES}
+        shares["other"] = 1 - sum(shares.values())
+        per_step = total / (args.steps * args.repeats)
+        print(f"  {side}: {per_step * 1e3:7.1f} ms per step; " + ", ".join(
+            f"{phase} {share:5.1%}" for phase, share in shares.items()))
+
+
+if __name__ == "__main__":
+    main()
