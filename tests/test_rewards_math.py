@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import dara.rewards.math as math_rewards
 from dara.rewards.math import correctness_reward, correctness_rewards, last_boxed, length_reward
+from dara.rewards.outcome import RewardOutcome
 
 # ---------------------------------------------------------------- last_boxed
 
@@ -144,13 +145,13 @@ def test_scoring_from_a_non_main_thread():
 def _slow_on_marker(predicted, answer, timeout_s):
     if predicted == "SLOW":
         time.sleep(600)
-    return 1.0 if predicted == answer else 0.0
+    return RewardOutcome(1.0 if predicted == answer else 0.0)
 
 
 def _crash_on_marker(predicted, answer, timeout_s):
     if predicted == "CRASH":
         os._exit(3)
-    return 1.0 if predicted == answer else 0.0
+    return RewardOutcome(1.0 if predicted == answer else 0.0)
 
 
 def test_timeout_scores_zero_with_a_warning_and_replaces_the_worker(monkeypatch, caplog):
