@@ -173,6 +173,8 @@ def decode_calls(output: str) -> list[dict]:
         return []
     calls = []
     for line in block.strip().split("\n"):
+        if not line.lstrip().startswith("{"):
+            continue  # not a JSON object: skipped without decoding (a block of many such lines stays fast)
         try:
             call = decode_json(line)
         except ToolCallParseError:

@@ -22,6 +22,7 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import re
 import sys
 import threading
 import types
@@ -48,6 +49,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 BOXED = "\\boxed"
+_BRACE_RUN = re.compile(r"\{+|\}+")
 DEFAULT_WORKERS = 1
 # A fresh worker imports math-verify and sympy (seconds on a busy machine); that start-up must not count
 # against the first item's timeout, so a new pool is warmed up first under this separate limit.
@@ -74,14 +76,16 @@ def last_boxed(text: str) -> str | None:
             brace += 1
         if brace >= len(text) or text[brace] != "{":
             continue  # `\boxed 5` or `\boxedx`: not the braced form, look further left
+        # Runs of equal braces at a time: text between braces, and deep nesting, cost no Python step per character.
         depth = 0
-        for position in range(brace, len(text)):
-            if text[position] == "{":
-                depth += 1
-            elif text[position] == "}":
-                depth -= 1
-                if depth == 0:
-                    return text[brace + 1 : position]
+        for run in _BRACE_RUN.finditer(text, brace):
+            width = run.end() - run.start()
+            if text[run.start()] == "{":
+                depth += width
+            elif width >= depth:  # the run's depth-th closing brace closes the box
+                return text[brace + 1 : run.start() + depth - 1]
+            else:
+                depth -= width
         return None  # the last braced \boxed never closes: the answer is cut off
     return None
 

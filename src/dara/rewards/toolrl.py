@@ -193,7 +193,8 @@ def decode_json(text: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
         raise ToolCallParseError(f"not JSON: {error}") from error
     except ValueError as error:
         raise ToolCallParseError(f"undecodable JSON: {error}") from error
-    if _nests_deeper_than(value, max_depth):
+    # Nesting needs an opening bracket per level, so a line with few of them (every real call) skips the walk.
+    if text.count("[") + text.count("{") > max_depth and _nests_deeper_than(value, max_depth):
         raise ToolCallParseError(f"JSON nested deeper than {max_depth} levels")
     return value
 
