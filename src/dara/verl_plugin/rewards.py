@@ -17,7 +17,8 @@ Every sample returns the same keys (verl requires it). ``score`` is the plain su
 GRPO optimises and what DAPO's ``filter_groups.metric=reward`` filters on. Beside each channel ``<channel>``, the
 key ``parse_failure/<channel>`` is 1.0 when the response could not be read for it (the channel then holds its
 failure value, see ``dara.rewards.outcome``), else 0.0; the ``dara_sync`` trainer sums them per step into the
-metric ``reward_parse_failures/<channel>`` (`parse_failure_metrics_from_extra_fields`).
+metric ``dara/reward_parse_failures/<channel>`` (`parse_failure_metrics_from_extra_fields`), which
+``dara.verl_plugin.logs`` turns into the tiny scale's column ``reward_parse_failures/<channel>``.
 """
 
 from __future__ import annotations
@@ -45,9 +46,9 @@ def _scored(outcomes: dict[str, RewardOutcome]) -> dict[str, float]:
 
 
 def parse_failure_metrics_from_extra_fields(extra_fields, reward_keys) -> dict[str, float]:
-    """``{"reward_parse_failures/<key>": count}`` for one step, out of the rollout's per-sample ``extra_fields``
-    (each holding the ``reward_extra_info`` dict our reward function returned; read as in
-    ``dara.verl_plugin.trainer.reward_extra_columns``).
+    """``{"dara/reward_parse_failures/<key>": count}`` for one step, out of the rollout's per-sample
+    ``extra_fields`` (each holding the ``reward_extra_info`` dict our reward function returned; read as in
+    ``dara.verl_plugin.trainer.reward_extra_columns``). Named like the DARA trainer's other metrics (``dara/``).
 
     A reward function that does not report ``parse_failure/<key>`` (one not from this module) adds no metric for
     that key, rather than a count of zero that was never measured.
@@ -60,7 +61,7 @@ def parse_failure_metrics_from_extra_fields(extra_fields, reward_keys) -> dict[s
         flag_key = f"{PARSE_FAILURE_KEY_PREFIX}{key}"
         flags = [info[flag_key] for info in infos if isinstance(info, dict) and flag_key in info]
         if flags:
-            counts[f"{PARSE_FAILURE_METRIC_PREFIX}{key}"] = float(sum(float(flag) for flag in flags))
+            counts[f"dara/{PARSE_FAILURE_METRIC_PREFIX}{key}"] = float(sum(float(flag) for flag in flags))
     return counts
 
 
