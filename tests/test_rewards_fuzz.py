@@ -264,8 +264,10 @@ def check_evaluation_decoders(response: str) -> None:
 def check_verl_toolcall(response: str) -> None:
     from dara.verl_plugin import rewards as verl_rewards
 
+    in_chat = "<|im_start|>assistant\n" + response + "<|im_end|>"
+    solutions = [in_chat] if len(response) > 10_000 else [response, in_chat]  # large ones once: time
     for ground_truth in (GT_ONE_CALL, GT_RESPONSE):
-        for solution in (response, "<|im_start|>assistant\n" + response + "<|im_end|>")[-1 if len(response) > 10_000 else 0:]:
+        for solution in solutions:
             result = timed(verl_rewards.compute_toolcall_score, "rlla", solution, ground_truth, {},
                            with_think_length=True)  # fmt: skip
             channels = verl_rewards.TOOLCALL3_KEYS

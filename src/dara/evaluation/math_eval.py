@@ -1,4 +1,4 @@
-"""Held-out math evaluation (PAPER.md D): benchmarks, sampling at paper scale, and the metrics.
+"""Held-out math evaluation (the paper's evaluation protocol): benchmarks, sampling at paper scale, and the metrics.
 
     # paper scale, on a GPU machine with vLLM (16 samples per question, T 0.6, top-p 0.95, 32,768 tokens, seed 0)
     python -m dara.evaluation.math_eval generate --checkpoint CKPT --out samples.jsonl [--benchmarks math500 aime24 ...]

@@ -1,4 +1,4 @@
-"""The ToolRL (RLLA) prompt and output format, as used to evaluate on BFCL (PAPER.md D).
+"""The ToolRL (RLLA) prompt and output format, as used to evaluate on BFCL (the paper's protocol).
 
 Plain Python (no bfcl-eval, no torch). The policy was trained on ToolRL's prompt: a system message with
 the tool list and the output contract, and a user message "**Dialogue Records History**" with `<user>`
@@ -73,7 +73,7 @@ AFTER_OBSERVATION_INSTRUCTION = (
     "from now on."
 )
 
-# The three Format selectors of PAPER.md D: an output passes if the ToolRL format reward accepts it
+# The three Format selectors of the paper's BFCL evaluation: an output passes if the ToolRL format reward accepts it
 # against a ground truth of any of these shapes (tool call only, response only, both).
 FORMAT_SELECTORS = ("<tool_call>", "<response>", "<tool_call><response>")
 TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
@@ -206,7 +206,7 @@ def case_format(outputs: Sequence[str]) -> float:
 
 def case_think_length(outputs: Sequence[str], max_words: int = 16) -> float:
     """Mean think-length reward (last think block of at most `max_words` words) over a case's outputs; 0 if none.
-    The three-reward study's Length metric, aggregated like Format (PAPER.md B, D)."""
+    The three-reward study's Length metric, aggregated like Format."""
     from dara.rewards.toolrl import think_length_reward
 
     if not outputs:

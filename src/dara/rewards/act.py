@@ -1,6 +1,6 @@
 """The composite action reward of Agentic Critical Training (ACT), the second seed's task.
 
-Source: INTEGRATION.md, last section.
+Source: Agentic Critical Training's composite reward for action choice.
 
 R = R_acc + R_adm + R_fmt for the action a in the response's last `<action>...</action>` and the expert action a+:
 R_acc = 1.0 if a matches a+; R_adm = 0.1 if it does not but a is admissible (0 for an open action space);

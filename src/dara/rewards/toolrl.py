@@ -1,7 +1,7 @@
 """ToolRL's tool-calling rewards (format, correctness) and the study's think-length channel.
 
 Source: ToolRL `verl/utils/reward_score/rlla.py` with every variant flag off, as vendored by the DARA release
-(PAPER.md B). The output format the model is taught, and that `render_answer` writes:
+(the paper's tool-calling reward setup). The output format the model is taught, and that `render_answer` writes:
 
     <think>reasoning</think>
     <tool_call>

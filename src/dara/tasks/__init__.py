@@ -1,4 +1,4 @@
-"""Small synthetic tasks that mirror the study's reward structures (PAPER.md B; INTEGRATION.md, ACT).
+"""Small synthetic tasks that mirror the study's reward structures (the paper's tool and math rewards; ACT).
 
 Every task is deterministic from a seed, has disjoint ``train`` and ``heldout`` splits, renders short prompts for
 the tiny policy, writes warm-start demonstrations, and scores responses with the project's reward functions

@@ -1,4 +1,4 @@
-"""Agentic Critical Training's critic choice (INTEGRATION.md, ACT).
+"""Agentic Critical Training's critic choice (ACT).
 
 A household state, a goal, and two candidate actions shown as "Action 1" / "Action 2" in random order: the
 expert's action and an admissible but worse one. The answer names the chosen action inside ``<action>...</action>``.

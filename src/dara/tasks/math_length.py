@@ -1,4 +1,4 @@
-"""Arithmetic with a length budget (PAPER.md B, math rewards).
+"""Arithmetic with a length budget (the paper's math rewards).
 
 Problems ``a + b - c`` (single digits, non-negative result) answered with a short chain of steps and
 ``\\boxed{}``. Rewards: correctness {0, 1} by math-verify, and length {0, 1}: the response has at most

@@ -1,4 +1,4 @@
-"""Tool calling in ToolRL's output format (PAPER.md B, tool rewards).
+"""Tool calling in ToolRL's output format (the paper's tool rewards).
 
 A prompt lists a few tools by signature and a user request; the answer is ``<think>...</think>`` then either a
 ``<tool_call>`` block of JSON lines or, when no listed tool fits, a ``<response>`` block. Rewards: format {0, 1}
