@@ -5,9 +5,12 @@ All tests share the module's one worker pool, so the start-up cost is paid once.
 
 import logging
 import os
+import subprocess
+import sys
 import threading
 import time
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -15,6 +18,7 @@ from hypothesis import strategies as st
 
 import dara.rewards.math as math_rewards
 from dara.rewards.math import correctness_reward, correctness_rewards, last_boxed, length_reward
+from dara.rewards.outcome import RewardOutcome
 
 # ---------------------------------------------------------------- last_boxed
 
@@ -144,13 +148,13 @@ def test_scoring_from_a_non_main_thread():
 def _slow_on_marker(predicted, answer, timeout_s):
     if predicted == "SLOW":
         time.sleep(600)
-    return 1.0 if predicted == answer else 0.0
+    return RewardOutcome(1.0 if predicted == answer else 0.0)
 
 
 def _crash_on_marker(predicted, answer, timeout_s):
     if predicted == "CRASH":
         os._exit(3)
-    return 1.0 if predicted == answer else 0.0
+    return RewardOutcome(1.0 if predicted == answer else 0.0)
 
 
 def test_timeout_scores_zero_with_a_warning_and_replaces_the_worker(monkeypatch, caplog):
@@ -173,6 +177,35 @@ def test_crashed_worker_is_replaced_and_the_culprit_scores_zero(monkeypatch, cap
         scores = correctness_rewards(responses, ["a", "CRASH", "b"], timeout_s=10.0)
     assert scores == [1.0, 0.0, 1.0]
     assert any("crashed its worker" in record.getMessage() for record in caplog.records)
+
+
+# A plain script, as a user writes one: no `if __name__ == "__main__":` guard. "spawn" used to re-run it inside the
+# worker, whose start then failed (BrokenProcessPool); read from stdin its path `<stdin>` could not be re-run at all.
+PLAIN_SCRIPT = """
+import multiprocessing
+from dara.rewards.math import correctness_outcomes
+print("script body ran in", multiprocessing.current_process().name)
+outcomes = correctness_outcomes(["so \\\\boxed{\\\\frac{1}{2}}", "\\\\boxed{3}", "no box"], ["0.5", "2", "1"])
+print("scores", [outcome.score for outcome in outcomes], "failed", [outcome.failed for outcome in outcomes])
+"""
+
+
+@pytest.mark.parametrize("source", ["file", "stdin"])
+def test_plain_script_without_main_guard_scores(tmp_path, source):
+    script = tmp_path / "score_answers.py"
+    script.write_text(PLAIN_SCRIPT)
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    command = [sys.executable, str(script)] if source == "file" else [sys.executable, "-"]
+    result = subprocess.run(command, input=None if source == "file" else PLAIN_SCRIPT, capture_output=True,
+                            text=True, cwd=tmp_path, env=environment, timeout=600)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    # The body ran once, in the main process (a worker that re-ran it would print its own name too).
+    assert result.stdout.splitlines() == [
+        "script body ran in MainProcess",
+        "scores [1.0, 0.0, 0.0] failed [False, False, True]",
+    ], result.stdout + result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
 
 
 def test_pathological_input_is_bounded(caplog):

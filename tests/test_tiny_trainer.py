@@ -49,6 +49,10 @@ def test_one_step_writes_metrics_config_revision_and_checkpoints(act_policy, tmp
         assert column in saved.columns and saved[column].notna().all()
     assert saved["kl"].isna().all()  # kl_coef 0: no reference forward, so no KL to log
     assert saved["reward/format"].between(-0.5, 0.0).all()
+    # Parse failures, counted per step: accuracy and admissible are unread exactly where the tag is missing (-0.5).
+    missing_tags = -saved["reward/format"].iloc[0] / 0.5 * 16
+    assert saved["reward_parse_failures/accuracy"].iloc[0] == saved["reward_parse_failures/admissible"].iloc[0] == missing_tags
+    assert saved["reward_parse_failures/format"].iloc[0] == 0.0
     assert 0.0 <= saved["density/format"].iloc[0] <= 1.0 and saved["weight/format"].iloc[0] >= 1.0
     config = yaml.safe_load((tmp_path / "config.yaml").read_text())
     assert config["method"] == "dara_sym" and config["group_size"] == 4 and config["task_options"] == ACT_OPTIONS

@@ -19,12 +19,15 @@ GOOD_TOOL = (
 
 def test_toolcall_score_is_the_sum_of_its_components():
     result = rewards.compute_toolcall_score("rlla", GOOD_TOOL + "<|im_end|>", GT_TOOL)
-    assert result == {"score": 4.0, "format": 1.0, "correctness": 3.0}
+    assert result == {"score": 4.0, "format": 1.0, "correctness": 3.0,
+                      "parse_failure/format": 0.0, "parse_failure/correctness": 0.0}
 
 
 def test_toolcall_bad_response_gets_format_zero_and_correctness_minus_three():
     result = rewards.compute_toolcall_score("rlla", "I would call get_weather.", GT_TOOL)
-    assert result == {"score": -3.0, "format": 0.0, "correctness": -3.0}
+    # No tool-call block: correctness could not read a call (a parse failure); format judged the layout (none).
+    assert result == {"score": -3.0, "format": 0.0, "correctness": -3.0,
+                      "parse_failure/format": 0.0, "parse_failure/correctness": 1.0}
 
 
 def test_toolcall3_adds_think_length_with_the_word_cap():
@@ -32,7 +35,7 @@ def test_toolcall3_adds_think_length_with_the_word_cap():
     short = rewards.compute_toolcall_score("rlla", GOOD_TOOL, GT_TOOL, with_think_length=True)
     long = rewards.compute_toolcall_score("rlla", long_think, GT_TOOL, with_think_length=True)
     assert short["think_length"] == 1.0 and long["think_length"] == 0.0
-    assert set(short) == {"score", *rewards.TOOLCALL3_KEYS}
+    assert set(short) == {"score", *rewards.TOOLCALL3_KEYS, *(f"parse_failure/{k}" for k in rewards.TOOLCALL3_KEYS)}
     assert long["score"] == long["format"] + long["correctness"]
 
 
@@ -46,7 +49,8 @@ def test_math_score_components(n_tokens, length):
     result = rewards.compute_math_score(
         "deepscaler", "so \\boxed{\\frac{1}{2}}", "0.5", extra_info={"valid_response_length": n_tokens}
     )
-    assert result == {"score": 1.0 + length, "correctness": 1.0, "length": length}
+    assert result == {"score": 1.0 + length, "correctness": 1.0, "length": length,
+                      "parse_failure/correctness": 0.0, "parse_failure/length": 0.0}
     wrong = rewards.compute_math_score("deepscaler", "so \\boxed{3}", "0.5", extra_info={"valid_response_length": 5})
     assert wrong["correctness"] == 0.0
 

@@ -106,12 +106,20 @@ def load_benchmark(name: str) -> list[dict]:
 # ------------------------------------------------------------------------------------------ grading
 
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
+# Longer "numbers" are not read: Python refuses to convert integers of more than 4300 digits, and no reference
+# answer is that long.
+MAX_NUMBER_CHARS = 1000
 _FRACTION = re.compile(r"^(-?)\\[dt]?frac\{(-?\d+)\}\{(-?\d+)\}$")
 
 
 def exact_number(text: str) -> Fraction | None:
     """`text` as an exact rational if it is plainly a number (`12`, `-3.50`, `1,000`, `\\frac{3}{4}`, `3/4`,
-    `50\\%` read as 50), else None. Used only as a fallback when the strict grader rejects a sample."""
+    `50\\%` read as 50), else None (also for text over `MAX_NUMBER_CHARS` characters). Used only as a fallback
+    when the strict grader rejects a sample."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    if len(text) > MAX_NUMBER_CHARS:
+        return None
     cleaned = text.strip().strip("$").replace("\\!", "").replace("\\,", "").replace(" ", "")
     cleaned = re.sub(r"^\\text\{(.*)\}$", r"\1", cleaned)
     cleaned = cleaned.removesuffix("\\%").removesuffix("%").removesuffix("^\\circ").removesuffix("^{\\circ}")

@@ -19,7 +19,6 @@ one, as ToolRL's BFCL handler does. Answers are written with `dara.rewards.toolr
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 
 TOOL_CALL_EXAMPLE = (
@@ -77,8 +76,7 @@ AFTER_OBSERVATION_INSTRUCTION = (
 # The three Format selectors of the paper's BFCL protocol (docs/evaluation.md): an output passes if the ToolRL format reward accepts it
 # against a ground truth of any of these shapes (tool call only, response only, both).
 FORMAT_SELECTORS = ("<tool_call>", "<response>", "<tool_call><response>")
-
-_TOOL_CALL_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
 
 
 def render_tools(functions: Sequence[Mapping]) -> str:
@@ -140,20 +138,46 @@ def qwen_completion_prompt(messages: Sequence[Mapping], functions: Sequence[Mapp
     )
 
 
+def last_tool_call_block(output: str) -> str | None:
+    """The text of the last closed `<tool_call>...</tool_call>` block, or None without one.
+
+    Blocks are read left to right, each from an opening tag to the next closing tag (what
+    `re.findall(r"<tool_call>(.*?)</tool_call>", DOTALL)` returns, whose last item this is), in linear time:
+    the regular expression rescans the rest of the text from every unclosed opening tag, which takes minutes
+    on a long output that repeats the tag.
+    """
+    last, position = None, 0
+    while (start := output.find(TOOL_CALL_OPEN, position)) >= 0:
+        body_start = start + len(TOOL_CALL_OPEN)
+        end = output.find(TOOL_CALL_CLOSE, body_start)
+        if end < 0:
+            break  # no closing tag after this opening tag, hence none after any later one
+        last, position = output[body_start:end], end + len(TOOL_CALL_CLOSE)
+    return last
+
+
 def decode_calls(output: str) -> list[dict]:
     """Calls `{"name": str, "parameters": dict}` from the last `<tool_call>` block.
 
     No block -> []. Lines that are not a JSON object with a string `name` and a dict `parameters`
-    (`arguments` accepted as an alias) are dropped; calls named "none" (any case) are skipped.
+    (`arguments` accepted as an alias) are dropped, as are lines `dara.rewards.toolrl.decode_json` refuses
+    (JSON nested deeper than `MAX_JSON_DEPTH`, integers over 4300 digits); calls named "none" (any case)
+    are skipped.
     """
-    blocks = _TOOL_CALL_BLOCK.findall(output)
-    if not blocks:
+    from dara.rewards.toolrl import ToolCallParseError, decode_json  # plain Python, importable in the bfcl env
+
+    if not isinstance(output, str):
+        raise TypeError(f"output must be a str, got {type(output).__name__}")
+    block = last_tool_call_block(output)
+    if block is None:
         return []
     calls = []
-    for line in blocks[-1].strip().split("\n"):
+    for line in block.strip().split("\n"):
+        if not line.lstrip().startswith("{"):
+            continue  # not a JSON object: skipped without decoding (a block of many such lines stays fast)
         try:
-            call = json.loads(line)
-        except json.JSONDecodeError:
+            call = decode_json(line)
+        except ToolCallParseError:
             continue
         if not isinstance(call, dict) or not isinstance(call.get("name"), str):
             continue

@@ -1,6 +1,6 @@
 """The composite action reward of Agentic Critical Training (ACT), the second seed's task.
 
-Source: INTEGRATION.md, last section.
+Source: Agentic Critical Training's composite reward for action choice.
 
 R = R_acc + R_adm + R_fmt for the action a in the response's last `<action>...</action>` and the expert action a+:
 R_acc = 1.0 if a matches a+; R_adm = 0.1 if it does not but a is admissible (0 for an open action space);
@@ -19,9 +19,11 @@ __all__ = [
     "ADMISSIBLE_REWARD",
     "MISSING_TAG_PENALTY",
     "ActReward",
+    "ActOutcome",
     "normalize_action",
     "extract_action",
     "composite",
+    "composite_outcome",
 ]
 
 ACCURACY_REWARD = 1.0
@@ -37,6 +39,15 @@ class ActReward(NamedTuple):
     admissible: float
     format: float
     total: float
+
+
+class ActOutcome(NamedTuple):
+    """The composite reward and, when the response has no `<action>` block, why: then accuracy and admissible
+    score 0 unread (parse failures of those channels) and format takes its -0.5 penalty (its verdict, not a
+    failure)."""
+
+    reward: ActReward
+    parse_failure: str | None
 
 
 def normalize_action(text: str) -> str:
@@ -62,6 +73,13 @@ def extract_action(response: str, tag: str = "action") -> str | None:
 
 def composite(response: str, expert_action: str, admissible_actions: Iterable[str] | None = None) -> ActReward:
     """ACT's reward for one response; `admissible_actions=None` means an open action space (no admissible bonus)."""
+    return composite_outcome(response, expert_action, admissible_actions).reward
+
+
+def composite_outcome(
+    response: str, expert_action: str, admissible_actions: Iterable[str] | None = None
+) -> ActOutcome:
+    """`composite`, with the parse failure of a response that has no closed `<action>` block."""
     expert = normalize_action(expert_action)
     if not expert:
         raise ValueError("expert_action is empty after normalisation")
@@ -72,8 +90,10 @@ def composite(response: str, expert_action: str, admissible_actions: Iterable[st
         admissible = {normalize_action(action) for action in admissible_actions}
     action = extract_action(response)
     if action is None:
-        return ActReward(accuracy=0.0, admissible=0.0, format=MISSING_TAG_PENALTY, total=MISSING_TAG_PENALTY)
+        missing = ActReward(accuracy=0.0, admissible=0.0, format=MISSING_TAG_PENALTY, total=MISSING_TAG_PENALTY)
+        return ActOutcome(missing, "no closed <action> block")
     chosen = normalize_action(action)
     accuracy = ACCURACY_REWARD if chosen == expert else 0.0
     admissible_bonus = ADMISSIBLE_REWARD if (not accuracy and admissible is not None and chosen in admissible) else 0.0
-    return ActReward(accuracy=accuracy, admissible=admissible_bonus, format=0.0, total=accuracy + admissible_bonus)
+    reward = ActReward(accuracy=accuracy, admissible=admissible_bonus, format=0.0, total=accuracy + admissible_bonus)
+    return ActOutcome(reward, None)

@@ -9,30 +9,56 @@ Run the batch API from trainers:
 
     from dara.rewards.math import correctness_rewards
     scores = correctness_rewards(responses, answers)          # list[float] in {0.0, 1.0}
+    outcomes = correctness_outcomes(responses, answers)       # the same scores, each with its parse failure
+
+Workers are started with "spawn" but without re-running the caller's script (see `_caller_script_hidden`), so a
+plain script needs no `if __name__ == "__main__":` guard.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import multiprocessing
 import os
+import re
+import sys
 import threading
-from collections.abc import Sequence
+import types
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from concurrent.futures.process import BrokenProcessPool
 from numbers import Integral
 
-__all__ = ["last_boxed", "correctness_reward", "correctness_rewards", "length_reward", "shutdown_workers"]
+from dara.rewards.outcome import RewardOutcome
+
+__all__ = [
+    "MAX_BOXED_CHARS",
+    "MAX_BOXED_DEPTH",
+    "last_boxed",
+    "correctness_outcome",
+    "correctness_outcomes",
+    "correctness_reward",
+    "correctness_rewards",
+    "length_reward",
+    "shutdown_workers",
+]
 
 logger = logging.getLogger(__name__)
 
 BOXED = "\\boxed"
+_BRACE_RUN = re.compile(r"\{+|\}+")
 DEFAULT_WORKERS = 1
 # A fresh worker imports math-verify and sympy (seconds on a busy machine); that start-up must not count
 # against the first item's timeout, so a new pool is warmed up first under this separate limit.
 WORKER_STARTUP_TIMEOUT_S = 300.0
+# Limits on the boxed answer sent to math-verify. Real answers (fractions, intervals, small matrices) are far
+# shorter and shallower; past these, sympy's parser spends the whole timeout or exhausts the worker's stack, so
+# such an answer scores 0.0 as unreadable without reaching a worker.
+MAX_BOXED_CHARS = 2000
+MAX_BOXED_DEPTH = 50
 
 
 def last_boxed(text: str) -> str | None:
@@ -50,29 +76,55 @@ def last_boxed(text: str) -> str | None:
             brace += 1
         if brace >= len(text) or text[brace] != "{":
             continue  # `\boxed 5` or `\boxedx`: not the braced form, look further left
+        # Runs of equal braces at a time: text between braces, and deep nesting, cost no Python step per character.
         depth = 0
-        for position in range(brace, len(text)):
-            if text[position] == "{":
-                depth += 1
-            elif text[position] == "}":
-                depth -= 1
-                if depth == 0:
-                    return text[brace + 1 : position]
+        for run in _BRACE_RUN.finditer(text, brace):
+            width = run.end() - run.start()
+            if text[run.start()] == "{":
+                depth += width
+            elif width >= depth:  # the run's depth-th closing brace closes the box
+                return text[brace + 1 : run.start() + depth - 1]
+            else:
+                depth -= width
         return None  # the last braced \boxed never closes: the answer is cut off
     return None
 
 
-def _score_boxed(predicted: str, answer: str, timeout_s: float) -> float:
+def _brace_depth(text: str) -> int:
+    depth = deepest = 0
+    for character in text:
+        if character == "{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif character == "}":
+            depth -= 1
+    return deepest
+
+
+def _parse_for_verify(text: str, what: str, step_timeout: int) -> tuple[list, str | None]:
+    """math-verify's parse of `\\boxed{text}`, and why it gave nothing (None when it gave an expression)."""
+    from math_verify import parse
+    from math_verify.errors import TimeoutException  # a BaseException, so named here
+
+    try:
+        parsed = parse(f"\\boxed{{{text}}}", parsing_timeout=step_timeout, raise_on_error=True)
+    except (Exception, TimeoutException) as error:
+        return [], f"math-verify could not parse the {what} ({type(error).__name__})"
+    return parsed, None if parsed else f"math-verify found no expression in the {what}"
+
+
+def _score_boxed(predicted: str, answer: str, timeout_s: float) -> RewardOutcome:
     """Runs in a worker process: math-verify on `\\boxed{predicted}` against `\\boxed{answer}`."""
-    from math_verify import parse, verify
+    from math_verify import verify
 
     # Three alarm-bounded steps (two parses, one verify) share the item's budget; alarm takes whole seconds.
     step_timeout = max(1, int(timeout_s // 3))
-    gold = parse(f"\\boxed{{{answer}}}", parsing_timeout=step_timeout)
-    prediction = parse(f"\\boxed{{{predicted}}}", parsing_timeout=step_timeout)
-    if not gold or not prediction:
-        return 0.0
-    return 1.0 if verify(gold, prediction, timeout_seconds=step_timeout) else 0.0
+    gold, gold_failure = _parse_for_verify(answer, "reference answer", step_timeout)
+    prediction, prediction_failure = _parse_for_verify(predicted, "boxed answer", step_timeout)
+    if gold_failure or prediction_failure:
+        return RewardOutcome.failure(0.0, gold_failure or prediction_failure)
+    # verify's own errors and timeouts (an expression too large to compare) are a wrong answer, as in math-verify.
+    return RewardOutcome(1.0 if verify(gold, prediction, timeout_seconds=step_timeout) else 0.0)
 
 
 def _warm_up() -> int:
@@ -81,6 +133,32 @@ def _warm_up() -> int:
 
     verify(parse("\\boxed{1}"), parse("\\boxed{1}"))
     return os.getpid()
+
+
+_SPAWN_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _caller_script_hidden() -> Iterator[None]:
+    """While scoring workers start, `sys.modules["__main__"]` is an empty module.
+
+    "spawn" tells each new process to import the parent's `__main__` again (by path for a script, by name for
+    `python -m`). A plain script without an `if __name__ == "__main__":` guard would then run again inside the
+    worker, call the reward, try to start a pool during the worker's start-up and kill it (`BrokenProcessPool`);
+    a script read from stdin has the path `<stdin>`, which cannot be imported. The workers need nothing from the
+    caller's script (they import `dara.rewards.math` by name), so they are started without it. The swap lasts only
+    while processes are launched; another thread importing `__main__` in that window would see the empty module.
+    """
+    with _SPAWN_LOCK:
+        caller_main = sys.modules.get("__main__")
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            yield
+        finally:
+            if caller_main is None:
+                del sys.modules["__main__"]
+            else:
+                sys.modules["__main__"] = caller_main
 
 
 class _WorkerPool:
@@ -97,10 +175,12 @@ class _WorkerPool:
             if self._executor is None or self._owner_pid != os.getpid():
                 # A forked child must not use its parent's pool; it starts its own.
                 # "spawn": trainers hold threads and CUDA state that a forked worker must not inherit.
-                executor = ProcessPoolExecutor(
-                    max_workers=self.workers, mp_context=multiprocessing.get_context("spawn")
-                )
-                warm_ups = [executor.submit(_warm_up) for _ in range(self.workers)]
+                # A spawn pool starts one worker per submit until it has `workers`, so the warm-ups launch them all.
+                with _caller_script_hidden():
+                    executor = ProcessPoolExecutor(
+                        max_workers=self.workers, mp_context=multiprocessing.get_context("spawn")
+                    )
+                    warm_ups = [executor.submit(_warm_up) for _ in range(self.workers)]
                 for warm_up in warm_ups:
                     warm_up.result(timeout=WORKER_STARTUP_TIMEOUT_S)
                 self._executor, self._owner_pid = executor, os.getpid()
@@ -139,7 +219,7 @@ def _check_timeout(timeout_s: float) -> None:
 
 
 def _run_scored(
-    pending: list[int], jobs: list[tuple[str, str]], timeout_s: float, scores: list[float | None]
+    pending: list[int], jobs: list[tuple[str, str]], timeout_s: float, scores: list[RewardOutcome | None]
 ) -> list[int]:
     """Score `pending` in the pool until one item hangs or a worker dies; returns the indices still to score.
 
@@ -153,18 +233,22 @@ def _run_scored(
             scores[index] = future.result(timeout=timeout_s)
         except FutureTimeoutError:
             logger.warning("math correctness timed out after %.1f s (item %d); scored 0.0", timeout_s, index)
-            scores[index] = 0.0
+            scores[index] = RewardOutcome.failure(0.0, f"scoring timed out after {timeout_s:g} s")
             _POOL.replace()
         except BrokenProcessPool:
             _POOL.replace()
             _score_alone(index, jobs, timeout_s, scores)
+        except Exception as error:  # raised by the scoring code in the worker; the worker itself is fine
+            logger.warning("math correctness raised %s (item %d); scored 0.0", type(error).__name__, index)
+            scores[index] = RewardOutcome.failure(0.0, f"scoring raised {type(error).__name__}: {error}")
+            continue
         else:
             continue
         return [later for later, later_future in futures[position + 1 :] if not _harvest(later_future, later, scores)]
     return []
 
 
-def _harvest(future: Future[float], index: int, scores: list[float | None]) -> bool:
+def _harvest(future: Future[RewardOutcome], index: int, scores: list[RewardOutcome | None]) -> bool:
     """Keep the result of an item that finished before its pool was replaced."""
     if future.done() and not future.cancelled() and future.exception() is None:
         scores[index] = future.result()
@@ -172,31 +256,51 @@ def _harvest(future: Future[float], index: int, scores: list[float | None]) -> b
     return False
 
 
-def _score_alone(index: int, jobs: list[tuple[str, str]], timeout_s: float, scores: list[float | None]) -> None:
+def _score_alone(
+    index: int, jobs: list[tuple[str, str]], timeout_s: float, scores: list[RewardOutcome | None]
+) -> None:
     """After a worker died, rescore its item alone in a fresh pool: it scores, or it is the culprit."""
     future = _POOL.get().submit(_score_boxed, *jobs[index], timeout_s)
     try:
         scores[index] = future.result(timeout=timeout_s)
     except (FutureTimeoutError, BrokenProcessPool) as error:
-        reason = "timed out" if isinstance(error, FutureTimeoutError) else "crashed its worker"
+        reason = f"timed out after {timeout_s:g} s" if isinstance(error, FutureTimeoutError) else "crashed its worker"
         logger.warning("math correctness %s (item %d); scored 0.0", reason, index)
-        scores[index] = 0.0
+        scores[index] = RewardOutcome.failure(0.0, f"scoring {reason}")
         _POOL.replace()
+    except Exception as error:
+        logger.warning("math correctness raised %s (item %d); scored 0.0", type(error).__name__, index)
+        scores[index] = RewardOutcome.failure(0.0, f"scoring raised {type(error).__name__}: {error}")
 
 
-def correctness_rewards(responses: Sequence[str], answers: Sequence[str], timeout_s: float = 5.0) -> list[float]:
-    """1.0 where the last `\\boxed{}` of a response verifies against its answer (math-verify), else 0.0.
+def _unreadable_boxed(boxed: str | None) -> str | None:
+    """Why a boxed answer is not sent to math-verify, or None when it is."""
+    if boxed is None:
+        return "no closed \\boxed{} answer"
+    if not boxed.strip():
+        return "empty \\boxed{} answer"
+    if len(boxed) > MAX_BOXED_CHARS:
+        return f"boxed answer of {len(boxed)} characters exceeds the {MAX_BOXED_CHARS}-character limit"
+    if _brace_depth(boxed) > MAX_BOXED_DEPTH:
+        return f"boxed answer nests braces deeper than {MAX_BOXED_DEPTH} levels"
+    return None
 
-    A response without a closed `\\boxed{}` scores 0.0 without reaching a worker. Each item gets `timeout_s`
-    seconds of wall clock; past it the item scores 0.0 and a warning is logged. One persistent pool of worker
-    processes (`DEFAULT_WORKERS`) serves every call in this process.
+
+def correctness_outcomes(
+    responses: Sequence[str], answers: Sequence[str], timeout_s: float = 5.0
+) -> list[RewardOutcome]:
+    """`correctness_rewards`, each score with the reason it could not be read (`RewardOutcome.parse_failure`).
+
+    Parse failures (score 0.0): no closed or an empty `\\boxed{}`, a boxed answer over `MAX_BOXED_CHARS`
+    characters or `MAX_BOXED_DEPTH` brace levels, an answer (or reference) math-verify cannot parse or gives no
+    expression for, an item past `timeout_s`, or a worker that crashed on it. A wrong answer is not a failure.
     """
     if isinstance(responses, str) or isinstance(answers, str):
         raise TypeError("responses and answers must be sequences of strings, not a single string")
     if len(responses) != len(answers):
         raise ValueError(f"{len(responses)} responses but {len(answers)} answers")
     _check_timeout(timeout_s)
-    scores: list[float | None] = [None] * len(responses)
+    scores: list[RewardOutcome | None] = [None] * len(responses)
     jobs: list[tuple[str, str]] = []
     pending = []
     for index, (response, answer) in enumerate(zip(responses, answers)):
@@ -206,18 +310,35 @@ def correctness_rewards(responses: Sequence[str], answers: Sequence[str], timeou
             raise ValueError(f"answer {index} must be a non-empty str, got {answer!r}")
         boxed = last_boxed(response)
         jobs.append((boxed or "", answer))
-        if boxed is None or not boxed.strip():
-            scores[index] = 0.0
+        unreadable = _unreadable_boxed(boxed)
+        if unreadable is not None:
+            scores[index] = RewardOutcome.failure(0.0, unreadable)
         else:
             pending.append(index)
     while pending:
         pending = _run_scored(pending, jobs, timeout_s, scores)
-    return [float(score) for score in scores]
+    return scores
+
+
+def correctness_rewards(responses: Sequence[str], answers: Sequence[str], timeout_s: float = 5.0) -> list[float]:
+    """1.0 where the last `\\boxed{}` of a response verifies against its answer (math-verify), else 0.0.
+
+    A response without a closed `\\boxed{}` scores 0.0 without reaching a worker, as does a boxed answer over the
+    limits `MAX_BOXED_CHARS` / `MAX_BOXED_DEPTH`. Each item gets `timeout_s` seconds of wall clock; past it the
+    item scores 0.0 and a warning is logged. One persistent pool of worker processes (`DEFAULT_WORKERS`) serves
+    every call in this process. `correctness_outcomes` also says which items could not be read.
+    """
+    return [outcome.score for outcome in correctness_outcomes(responses, answers, timeout_s=timeout_s)]
+
+
+def correctness_outcome(response: str, answer: str, timeout_s: float = 5.0) -> RewardOutcome:
+    """One item of `correctness_outcomes`."""
+    return correctness_outcomes([response], [answer], timeout_s=timeout_s)[0]
 
 
 def correctness_reward(response: str, answer: str, timeout_s: float = 5.0) -> float:
     """One item of `correctness_rewards`."""
-    return correctness_rewards([response], [answer], timeout_s=timeout_s)[0]
+    return correctness_outcome(response, answer, timeout_s=timeout_s).score
 
 
 def length_reward(n_tokens: int, budget: int = 4000) -> float:

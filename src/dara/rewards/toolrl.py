@@ -1,7 +1,7 @@
 """ToolRL's tool-calling rewards (format, correctness) and the study's think-length channel.
 
 Source: ToolRL `verl/utils/reward_score/rlla.py` with every variant flag off, as vendored by the DARA release
-(PAPER.md B). The output format the model is taught, and that `render_answer` writes:
+(the paper's tool-calling reward setup). The output format the model is taught, and that `render_answer` writes:
 
     <think>reasoning</think>
     <tool_call>
@@ -13,7 +13,9 @@ Source: ToolRL `verl/utils/reward_score/rlla.py` with every variant flag off, as
 with the tool-call block and the response block each optional. The ground truth is written in the same format;
 its tags choose which template a response must follow.
 
-Model output is data: it is read with `json` and regular expressions only.
+Model output is data: it is read with `json` and regular expressions only, and every reward returns a score for
+any string. The `*_outcome` functions return the same score with the reason a response could not be read
+(`dara.rewards.outcome.RewardOutcome`).
 """
 
 from __future__ import annotations
@@ -24,14 +26,21 @@ from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, Literal
 
+from dara.rewards.outcome import RewardOutcome
+
 __all__ = [
     "CORRECTNESS_MAX",
     "CORRECTNESS_MIN",
+    "MAX_JSON_DEPTH",
     "ToolCallParseError",
     "extract_response",
     "format_reward",
+    "format_outcome",
     "correctness_reward",
+    "correctness_outcome",
     "think_length_reward",
+    "think_length_outcome",
+    "decode_json",
     "parse_tool_calls",
     "render_answer",
     "multiset_jaccard",
@@ -46,6 +55,10 @@ _ALL_TAGS = (THINK_OPEN, THINK_CLOSE, TOOL_CALL_OPEN, TOOL_CALL_CLOSE, RESPONSE_
 
 CORRECTNESS_MAX = 3.0
 CORRECTNESS_MIN = -3.0
+# Deepest JSON nesting read from model output. Tool calls nest a few levels; Python's decoder gives up near its
+# recursion limit (about 1000 levels, fewer on a deep call stack), so a fixed, lower limit makes the verdict on a
+# line the same wherever it is scored (tiny trainer, verl reward worker, BFCL handler).
+MAX_JSON_DEPTH = 100
 
 # One anchored pattern per template (re.search with DOTALL, so `.` spans lines and `$` also accepts one final
 # newline, exactly as ToolRL matches them), and the tags that must occur exactly once on top of the pattern.
@@ -98,9 +111,33 @@ def format_reward(response: str, ground_truth: str) -> float:
     _require_str(ground_truth, "ground_truth")
     template = (TOOL_CALL_OPEN in ground_truth, RESPONSE_OPEN in ground_truth)
     pattern, once_tags = _TEMPLATES[template]
-    if pattern.search(response) is None:
+    # The tag counts are checked before the pattern (ToolRL checks them after; the verdict is the same): with a
+    # required tag repeated thousands of times the lazy pattern backtracks over every pair of them (minutes on
+    # a megabyte), while with each required tag once it runs in linear time.
+    if not all(response.count(tag) == 1 for tag in once_tags):
         return 0.0
-    return 1.0 if all(response.count(tag) == 1 for tag in once_tags) else 0.0
+    return 0.0 if pattern.search(response) is None else 1.0
+
+
+def format_outcome(response: str, ground_truth: str) -> RewardOutcome:
+    """`format_reward` as an outcome. Never a parse failure: judging the layout is this channel's reward."""
+    return RewardOutcome(format_reward(response, ground_truth))
+
+
+def think_length_outcome(response: str, max_words: int = 16) -> RewardOutcome:
+    """`think_length_reward` with its parse failure: no `<think>`, or no `</think>` after the last one (0.0)."""
+    _require_str(response, "response")
+    if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 0:
+        raise ValueError(f"max_words must be a non-negative int, got {max_words!r}")
+    open_at = response.rfind(THINK_OPEN)
+    if open_at < 0:
+        return RewardOutcome.failure(0.0, f"no {THINK_OPEN} tag")
+    body_start = open_at + len(THINK_OPEN)
+    close_at = response.find(THINK_CLOSE, body_start)
+    if close_at < 0:
+        return RewardOutcome.failure(0.0, f"no {THINK_CLOSE} after the last {THINK_OPEN}")
+    n_words = len(response[body_start:close_at].split())
+    return RewardOutcome(1.0 if n_words <= max_words else 0.0)
 
 
 def think_length_reward(response: str, max_words: int = 16) -> float:
@@ -109,18 +146,7 @@ def think_length_reward(response: str, max_words: int = 16) -> float:
     Words are whitespace-separated tokens between the last `<think>` and the next `</think>` (an empty block has
     0 words). Without a `</think>` after the last `<think>` the reward is 0.0.
     """
-    _require_str(response, "response")
-    if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 0:
-        raise ValueError(f"max_words must be a non-negative int, got {max_words!r}")
-    open_at = response.rfind(THINK_OPEN)
-    if open_at < 0:
-        return 0.0
-    body_start = open_at + len(THINK_OPEN)
-    close_at = response.find(THINK_CLOSE, body_start)
-    if close_at < 0:
-        return 0.0
-    n_words = len(response[body_start:close_at].split())
-    return 1.0 if n_words <= max_words else 0.0
+    return think_length_outcome(response, max_words).score
 
 
 def _tool_call_lines(text: str, block: Literal["first", "last"]) -> list[str]:
@@ -138,22 +164,58 @@ def _tool_call_lines(text: str, block: Literal["first", "last"]) -> list[str]:
     return after_open.split(TOOL_CALL_CLOSE, 1)[0].strip().split("\n")
 
 
+def _nests_deeper_than(value: Any, max_depth: int) -> bool:
+    """Whether decoded JSON has lists/objects nested more than `max_depth` levels (iterative: no recursion)."""
+    stack = [(value, 1)] if isinstance(value, (list, dict)) else []
+    while stack:
+        node, depth = stack.pop()
+        if depth > max_depth:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (list, dict)))
+    return False
+
+
+def decode_json(text: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """`json.loads` for model output: any text either decodes or raises ToolCallParseError saying why.
+
+    Besides malformed JSON (`json.JSONDecodeError`), the decoder raises RecursionError for deep nesting and a plain
+    ValueError for integers over Python's 4300-digit conversion limit; values nested more than `max_depth` levels
+    are refused too (see `MAX_JSON_DEPTH`). `NaN`, `Infinity` and overflowing floats (`1e999` -> inf) decode as
+    Python's json does.
+    """
+    _require_str(text, "text")
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ToolCallParseError(f"JSON nested deeper than {max_depth} levels") from None
+    except json.JSONDecodeError as error:
+        raise ToolCallParseError(f"not JSON: {error}") from error
+    except ValueError as error:
+        raise ToolCallParseError(f"undecodable JSON: {error}") from error
+    # Nesting needs an opening bracket per level, so a line with few of them (every real call) skips the walk.
+    if text.count("[") + text.count("{") > max_depth and _nests_deeper_than(value, max_depth):
+        raise ToolCallParseError(f"JSON nested deeper than {max_depth} levels")
+    return value
+
+
 def parse_tool_calls(text: str, *, block: Literal["first", "last"] = "first") -> list[dict[str, Any]]:
     """The tool calls in a `<tool_call>` block, one JSON object per line, in order.
 
     Each call is returned as decoded: a dict with at least `"name"` (a JSON scalar) and, in ToolRL's format,
     `"parameters"`; `parameters` is checked by the reward only when it is compared (see `correctness_reward`).
     `block="first"` reads the first block (the training reward); `"last"` the last one (the BFCL handler).
-    Both tags must occur somewhere in the text. Raises ToolCallParseError otherwise, for a blank or non-JSON
-    line, for a line that is not a JSON object, and for a call without a usable `"name"`.
+    Both tags must occur somewhere in the text. Raises ToolCallParseError otherwise, for a blank line or one
+    `decode_json` refuses (not JSON, nested deeper than `MAX_JSON_DEPTH`, an over-long integer), for a line that
+    is not a JSON object, and for a call without a usable `"name"`.
     """
     _require_str(text, "text")
     calls = []
     for line_number, line in enumerate(_tool_call_lines(text, block), start=1):
         try:
-            call = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise ToolCallParseError(f"tool-call line {line_number} is not JSON: {error}") from error
+            call = decode_json(line)
+        except ToolCallParseError as error:
+            raise ToolCallParseError(f"tool-call line {line_number} is {error}") from error
         if not isinstance(call, dict):
             raise ToolCallParseError(f"tool-call line {line_number} is a JSON {type(call).__name__}, not an object")
         if "name" not in call:
@@ -229,6 +291,23 @@ def _score_calls(gt_calls: list[dict[str, Any]], predicted: list[dict[str, Any]]
     return (CORRECTNESS_MAX - CORRECTNESS_MIN) * score / max_score + CORRECTNESS_MIN
 
 
+def correctness_outcome(response: str, ground_truth: str) -> RewardOutcome:
+    """`correctness_reward` with its parse failure: the -3.0 of an unreadable first tool-call block, and why.
+
+    A response that calls no tool when the ground truth does is a parse failure too (no `<tool_call>` tag): the
+    reward cannot tell it from a garbled block.
+    """
+    _require_str(response, "response")
+    _require_str(ground_truth, "ground_truth")
+    if TOOL_CALL_OPEN not in ground_truth:
+        return RewardOutcome(0.0)
+    gt_calls = _ground_truth_calls(ground_truth)
+    try:
+        return RewardOutcome(_score_calls(gt_calls, parse_tool_calls(response)))
+    except ToolCallParseError as error:
+        return RewardOutcome.failure(CORRECTNESS_MIN, str(error))
+
+
 def correctness_reward(response: str, ground_truth: str) -> float:
     """ToolRL's tool-call correctness in [-3, 3].
 
@@ -240,15 +319,7 @@ def correctness_reward(response: str, ground_truth: str) -> float:
     6 * score / (1 + sum_gt (1 + #parameters)) - 3, with M the multiset Jaccard `multiset_jaccard`.
     Raises ValueError when the ground truth's own tool-call block is malformed.
     """
-    _require_str(response, "response")
-    _require_str(ground_truth, "ground_truth")
-    if TOOL_CALL_OPEN not in ground_truth:
-        return 0.0
-    gt_calls = _ground_truth_calls(ground_truth)
-    try:
-        return _score_calls(gt_calls, parse_tool_calls(response))
-    except ToolCallParseError:
-        return CORRECTNESS_MIN
+    return correctness_outcome(response, ground_truth).score
 
 
 def _check_free_of_tags(text: str, what: str) -> None:

@@ -10,11 +10,12 @@ density imbalance that DARA targets is present from the first step, as in the pa
     task = get_task("toolcall", seed=0)
     items = task.items("train", 64)
     rewards = task.score(responses, items, n_tokens)   # (N, K) float array, columns task.reward_names
+    scored = task.score_outcomes(responses, items, n_tokens)  # the same rewards, and (N, K) parse failures
 """
 
 from __future__ import annotations
 
-from dara.tasks.base import Task, split_of
+from dara.tasks.base import ScoredBatch, Task, split_of
 from dara.tasks.act_critic import ActCriticTask
 from dara.tasks.math_length import MathLengthTask
 from dara.tasks.toolcall import ToolCallTask
@@ -37,4 +38,4 @@ def get_task(name: str, **settings) -> Task:
     return TASK_CLASSES[name](**settings)
 
 
-__all__ = ["Task", "TASK_NAMES", "get_task", "split_of"]
+__all__ = ["ScoredBatch", "Task", "TASK_NAMES", "get_task", "split_of"]

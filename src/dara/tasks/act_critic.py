@@ -1,4 +1,4 @@
-"""Agentic Critical Training's critic choice (Agentic Critical Training's composite reward, docs/rewards.md).
+"""Agentic Critical Training's critic choice (its composite reward: docs/rewards.md).
 
 A household state, a goal, and two candidate actions shown as "Action 1" / "Action 2" in random order: the
 expert's action and an admissible but worse one. The answer names the chosen action inside ``<action>...</action>``.
@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from dara.tasks.base import ASSISTANT_TURN, Task, check_rate
+from dara.tasks.base import ASSISTANT_TURN, ScoredBatch, Task, check_rate
 
 ROOMS = ["kitchen", "office", "garden", "bedroom", "hall", "garage"]
 OBJECTS = ["mug", "key", "book", "lamp", "ball", "phone", "apple", "coin"]
@@ -60,15 +60,19 @@ class ActCriticTask(Task):
             return f"{reason} <action>{item['expert_action']}</action>"
         return f"{reason} Action: {item['expert_action']}"
 
-    def score(self, responses: Sequence[str], items: Sequence[dict[str, Any]],
-              n_tokens: Sequence[int]) -> np.ndarray:
+    def score_outcomes(self, responses: Sequence[str], items: Sequence[dict[str, Any]],
+                       n_tokens: Sequence[int]) -> ScoredBatch:
         from dara.rewards import act
 
         if len(responses) != len(items):
             raise ValueError(f"{len(responses)} responses for {len(items)} items")
-        rows = []
+        rows, failures = [], []
         for response, item in zip(responses, items):
-            accuracy, admissible, fmt, _total = act.composite(response, item["expert_action"],
-                                                              item["admissible_actions"])
+            (accuracy, admissible, fmt, _total), parse_failure = act.composite_outcome(
+                response, item["expert_action"], item["admissible_actions"])
             rows.append([accuracy, admissible, fmt])
-        return np.asarray(rows, dtype=np.float64).reshape(len(responses), 3)
+            # Without an action the semantic channels are unread; format's -0.5 is its verdict on the tag.
+            unread = parse_failure is not None
+            failures.append([unread, unread, False])
+        return ScoredBatch(np.asarray(rows, dtype=np.float64).reshape(len(responses), 3),
+                           np.asarray(failures, dtype=bool).reshape(len(responses), 3))

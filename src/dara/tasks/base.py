@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
@@ -26,10 +26,23 @@ def check_rate(name: str, value: float) -> float:
     return float(value)
 
 
+class ScoredBatch(NamedTuple):
+    """A batch's rewards and which of them are parse failures.
+
+    ``rewards``: (N, K) float64, columns in ``reward_names`` order. ``parse_failures``: (N, K) bool, True where the
+    response could not be read for that channel, which then holds the reward's failure value (see
+    ``dara.rewards.outcome``; count them with ``dara.rewards.outcome.parse_failure_metrics``).
+    """
+
+    rewards: np.ndarray
+    parse_failures: np.ndarray
+
+
 class Task:
     """A prompt generator, a demonstration writer and a scorer for one reward structure.
 
-    Subclasses set ``name`` and ``reward_names`` and implement ``_draw_item``, ``demonstration`` and ``score``.
+    Subclasses set ``name`` and ``reward_names`` and implement ``_draw_item``, ``demonstration`` and
+    ``score_outcomes``.
     Items are JSON-serialisable dicts with at least ``id`` and ``prompt``.
     """
 
@@ -43,10 +56,15 @@ class Task:
         """A warm-start response for ``item``; its variants set the step-0 rate of each reward."""
         raise NotImplementedError
 
+    def score_outcomes(self, responses: Sequence[str], items: Sequence[dict[str, Any]],
+                       n_tokens: Sequence[int]) -> ScoredBatch:
+        """Rewards of each response and which of them could not be read (``ScoredBatch``)."""
+        raise NotImplementedError
+
     def score(self, responses: Sequence[str], items: Sequence[dict[str, Any]],
               n_tokens: Sequence[int]) -> np.ndarray:
         """Rewards of each response, shape (N, K) float64, columns in ``reward_names`` order."""
-        raise NotImplementedError
+        return self.score_outcomes(responses, items, n_tokens).rewards
 
     def items(self, split: str, n: int, seed: int = 0) -> list[dict[str, Any]]:
         """``n`` distinct items of ``split``, the same list for the same (split, n, seed)."""

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from dara.tasks.base import ASSISTANT_TURN, Task, check_rate
+from dara.tasks.base import ASSISTANT_TURN, ScoredBatch, Task, check_rate
 
 
 class MathLengthTask(Task):
@@ -49,12 +49,17 @@ class MathLengthTask(Task):
         checks = "".join(f" Check: {a + b} - {c} = {item['answer']}." for _ in range(n_checks))
         return f"{steps}{checks} \\boxed{{{item['answer']}}}"
 
-    def score(self, responses: Sequence[str], items: Sequence[dict[str, Any]],
-              n_tokens: Sequence[int]) -> np.ndarray:
+    def score_outcomes(self, responses: Sequence[str], items: Sequence[dict[str, Any]],
+                       n_tokens: Sequence[int]) -> ScoredBatch:
         from dara.rewards import math as math_rewards
 
         if not len(responses) == len(items) == len(n_tokens):
             raise ValueError(f"{len(responses)} responses, {len(items)} items, {len(n_tokens)} token counts")
-        correct = math_rewards.correctness_rewards(list(responses), [item["answer"] for item in items])
+        correct = math_rewards.correctness_outcomes(list(responses), [item["answer"] for item in items])
         length = [math_rewards.length_reward(int(n), self.length_budget) for n in n_tokens]
-        return np.column_stack([np.asarray(correct, dtype=np.float64), np.asarray(length, dtype=np.float64)])
+        rewards = np.column_stack([np.asarray([outcome.score for outcome in correct], dtype=np.float64),
+                                   np.asarray(length, dtype=np.float64)])
+        # The length channel reads a token count, never the text, so it cannot fail to parse.
+        failures = np.column_stack([np.asarray([outcome.failed for outcome in correct], dtype=bool),
+                                    np.zeros(len(length), dtype=bool)])
+        return ScoredBatch(rewards.reshape(len(responses), 2), failures.reshape(len(responses), 2))

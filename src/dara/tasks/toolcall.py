@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from dara.tasks.base import ASSISTANT_TURN, Task, check_rate
+from dara.tasks.base import ASSISTANT_TURN, ScoredBatch, Task, check_rate
 
 CITIES = ["Paris", "Rome", "Tokyo", "Cairo", "Lima", "Oslo", "Delhi", "Boston", "Madrid", "Seoul"]
 UNITS = ["celsius", "fahrenheit"]
@@ -152,17 +152,20 @@ class ToolCallTask(Task):
         separator = "\n" if rng.random() < self.format_rate else " "
         return self.answer_text(think, item["calls"], separator)
 
-    def score(self, responses: Sequence[str], items: Sequence[dict[str, Any]],
-              n_tokens: Sequence[int]) -> np.ndarray:
+    def score_outcomes(self, responses: Sequence[str], items: Sequence[dict[str, Any]],
+                       n_tokens: Sequence[int]) -> ScoredBatch:
         from dara.rewards import toolrl
 
         if len(responses) != len(items):
             raise ValueError(f"{len(responses)} responses for {len(items)} items")
-        rows = []
+        rows, failures = [], []
         for response, item in zip(responses, items):
-            row = [toolrl.format_reward(response, item["ground_truth"]),
-                   toolrl.correctness_reward(response, item["ground_truth"])]
+            outcomes = [toolrl.format_outcome(response, item["ground_truth"]),
+                        toolrl.correctness_outcome(response, item["ground_truth"])]
             if self.three_rewards:
-                row.append(toolrl.think_length_reward(response, max_words=self.think_max_words))
-            rows.append(row)
-        return np.asarray(rows, dtype=np.float64).reshape(len(responses), len(self.reward_names))
+                outcomes.append(toolrl.think_length_outcome(response, max_words=self.think_max_words))
+            rows.append([outcome.score for outcome in outcomes])
+            failures.append([outcome.failed for outcome in outcomes])
+        shape = (len(responses), len(self.reward_names))
+        return ScoredBatch(np.asarray(rows, dtype=np.float64).reshape(shape),
+                           np.asarray(failures, dtype=bool).reshape(shape))

@@ -36,6 +36,7 @@ from dara.io import replace_atomically
 from dara.methods import get_method
 from dara.provenance import write_run_provenance
 from dara.runs import cpu_checkpoint_steps
+from dara.rewards.outcome import parse_failure_metrics
 from dara.tasks import get_task
 from dara.tiny.policy import decode_responses, load_policy, rollout, save_policy, token_logprobs
 
@@ -246,7 +247,8 @@ def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported la
         texts, lengths = decode_responses(tokenizer, batch)
 
         # 2. Rewards, one column per reward, and the method's advantages.
-        rewards = task.score(texts, items, lengths)
+        scored = task.score_outcomes(texts, items, lengths)
+        rewards = scored.rewards
         groups = np.repeat(np.arange(prompts_per_step), args.group_size)
         result = compute_advantages(
             args.method, rewards, groups, w_max=args.w_max, static_weights=args.static_weights,
@@ -272,6 +274,7 @@ def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported la
         row = {"step": step}
         row.update({f"reward/{name}": float(rewards[:, k].mean()) for k, name in enumerate(task.reward_names)})
         row["reward/sum"] = float(rewards.sum(axis=1).mean())
+        row.update(parse_failure_metrics(task.reward_names, scored.parse_failures))
         row.update(result.metrics)
         row.update({"entropy": entropy, "response_length": float(np.mean(lengths)), "clip_fraction": clip_fraction,
                     "kl": kl, "loss_weight": float(result.loss_weights.mean()),

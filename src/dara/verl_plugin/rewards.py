@@ -14,7 +14,11 @@ Math needs the response's token count, which verl's naive reward manager does no
 ``reward.reward_manager.name=TokenCountRewardManager``), which adds ``extra_info["valid_response_length"]``.
 
 Every sample returns the same keys (verl requires it). ``score`` is the plain sum of the channels, which is what
-GRPO optimises and what DAPO's ``filter_groups.metric=reward`` filters on.
+GRPO optimises and what DAPO's ``filter_groups.metric=reward`` filters on. Beside each channel ``<channel>``, the
+key ``parse_failure/<channel>`` is 1.0 when the response could not be read for it (the channel then holds its
+failure value, see ``dara.rewards.outcome``), else 0.0; the ``dara_sync`` trainer sums them per step into the
+metric ``dara/reward_parse_failures/<channel>`` (`parse_failure_metrics_from_extra_fields`), which
+``dara.verl_plugin.logs`` turns into the tiny scale's column ``reward_parse_failures/<channel>``.
 """
 
 from __future__ import annotations
@@ -24,9 +28,39 @@ from typing import Any
 import numpy as np
 
 from dara.rewards import toolrl
+from dara.rewards.outcome import PARSE_FAILURE_METRIC_PREFIX, RewardOutcome
 
 VALID_RESPONSE_LENGTH = "valid_response_length"
 TOOLCALL3_KEYS = ("format", "correctness", "think_length")
+PARSE_FAILURE_KEY_PREFIX = "parse_failure/"
+
+
+def _scored(outcomes: dict[str, RewardOutcome]) -> dict[str, float]:
+    """verl's dict: ``score`` (the sum), each channel, and each channel's parse-failure flag."""
+    result = {"score": float(sum(outcome.score for outcome in outcomes.values()))}
+    result.update({name: float(outcome.score) for name, outcome in outcomes.items()})
+    result.update({f"{PARSE_FAILURE_KEY_PREFIX}{name}": float(outcome.failed) for name, outcome in outcomes.items()})
+    return result
+
+
+def parse_failure_metrics_from_extra_fields(extra_fields, reward_keys) -> dict[str, float]:
+    """``{"dara/reward_parse_failures/<key>": count}`` for one step, out of the rollout's per-sample
+    ``extra_fields`` (each holding the ``reward_extra_info`` dict our reward function returned; read as in
+    ``dara.verl_plugin.trainer.reward_extra_columns``). Named like the DARA trainer's other metrics (``dara/``).
+
+    A reward function that does not report ``parse_failure/<key>`` (one not from this module) adds no metric for
+    that key, rather than a count of zero that was never measured.
+    """
+    rows = extra_fields.tolist() if hasattr(extra_fields, "tolist") else list(extra_fields)
+    infos = [getattr(row, "data", row) for row in rows]
+    infos = [row.get("reward_extra_info") for row in infos if isinstance(row, dict)]
+    counts: dict[str, float] = {}
+    for key in reward_keys:
+        flag_key = f"{PARSE_FAILURE_KEY_PREFIX}{key}"
+        flags = [info[flag_key] for info in infos if isinstance(info, dict) and flag_key in info]
+        if flags:
+            counts[f"dara/{PARSE_FAILURE_METRIC_PREFIX}{key}"] = float(sum(float(flag) for flag in flags))
+    return counts
 
 
 def compute_toolcall_score(
@@ -40,13 +74,13 @@ def compute_toolcall_score(
 ) -> dict[str, float]:
     """ToolRL rewards of one response: format {0,1}, correctness [-3,3], optionally think_length {0,1}."""
     response = toolrl.extract_response(solution_str)
-    components = {
-        "format": toolrl.format_reward(response, ground_truth),
-        "correctness": toolrl.correctness_reward(response, ground_truth),
+    outcomes = {
+        "format": toolrl.format_outcome(response, ground_truth),
+        "correctness": toolrl.correctness_outcome(response, ground_truth),
     }
     if with_think_length:
-        components["think_length"] = toolrl.think_length_reward(response, max_words=max_words)
-    return {"score": float(sum(components.values())), **components}
+        outcomes["think_length"] = toolrl.think_length_outcome(response, max_words=max_words)
+    return _scored(outcomes)
 
 
 def compute_math_score(
@@ -67,11 +101,11 @@ def compute_math_score(
             "reward.reward_manager.name=TokenCountRewardManager from pkg://dara.verl_plugin.rewards"
         )
     n_tokens = int(extra_info[VALID_RESPONSE_LENGTH])
-    components = {
-        "correctness": math_rewards.correctness_reward(solution_str, str(ground_truth), timeout_s=timeout_s),
-        "length": math_rewards.length_reward(n_tokens, budget=budget),
+    outcomes = {
+        "correctness": math_rewards.correctness_outcome(solution_str, str(ground_truth), timeout_s=timeout_s),
+        "length": RewardOutcome(math_rewards.length_reward(n_tokens, budget=budget)),
     }
-    return {"score": float(sum(components.values())), **components}
+    return _scored(outcomes)
 
 
 def _token_count_manager():

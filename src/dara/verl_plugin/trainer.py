@@ -26,6 +26,7 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from dara.verl_plugin import TRAINER_MODE
 from dara.verl_plugin.estimators import METHOD_BY_VERL_NAME, DaraSettings, dara_advantages, named_metrics
+from dara.verl_plugin.rewards import parse_failure_metrics_from_extra_fields
 
 # What verl's own step fetches, plus the rollout's extra fields that carry reward_extra_info.
 ADVANTAGE_FIELDS = ("uid", "response_mask", "rm_scores", "rollout_log_probs", "old_log_probs", "ref_log_prob", "values")
@@ -105,7 +106,9 @@ class DaraPPOTrainer(PPOTrainerSync):
         )
         if EXTRA_FIELDS not in data.keys():
             raise KeyError("the rollout wrote no extra_fields, so the per-reward columns are missing")
-        columns = reward_extra_columns(data.pop(EXTRA_FIELDS), settings.reward_keys)
+        extra_fields = data.pop(EXTRA_FIELDS)
+        columns = reward_extra_columns(extra_fields, settings.reward_keys)
+        metrics.update(parse_failure_metrics_from_extra_fields(extra_fields, settings.reward_keys))
         response_mask = data["response_mask"]
         data = DataProto(batch=data.to_padded_tensor())
         data.batch["token_level_scores"] = data.batch["rm_scores"]
