@@ -35,7 +35,7 @@ def test_reward_functions_without_flags_add_no_metric():
 
 
 def test_verl_logs_carry_the_counts_into_the_shared_column():
-    from dara.verl_plugin.logs import metrics_frame
+    from dara.verl_backend.logs import metrics_frame
 
     steps = {1: {"training/global_step": 1, "dara/reward/format": 0.5, "dara/reward_parse_failures/format": 3.0}}
     frame = metrics_frame(steps, ["format"])

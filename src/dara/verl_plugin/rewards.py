@@ -18,7 +18,7 @@ GRPO optimises and what DAPO's ``filter_groups.metric=reward`` filters on. Besid
 key ``parse_failure/<channel>`` is 1.0 when the response could not be read for it (the channel then holds its
 failure value, see ``dara.rewards.outcome``), else 0.0; the ``dara_sync`` trainer sums them per step into the
 metric ``dara/reward_parse_failures/<channel>`` (`parse_failure_metrics_from_extra_fields`), which
-``dara.verl_plugin.logs`` turns into the tiny scale's column ``reward_parse_failures/<channel>``.
+``dara.verl_backend.logs`` turns into the tiny scale's column ``reward_parse_failures/<channel>``.
 """
 
 from __future__ import annotations
