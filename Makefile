@@ -18,10 +18,11 @@ $(VENV)/.cpu-stamp: envs/cpu.txt envs/cpu-nodeps.txt pyproject.toml | $(VENV)/bi
 	$(PIP) install -q --no-deps -e .
 	touch $@
 
-$(VENV)/.test-stamp: $(VENV)/.cpu-stamp envs/test.txt envs/verl-cpu.txt
+$(VENV)/.test-stamp: $(VENV)/.cpu-stamp envs/test.txt envs/verl-cpu.txt envs/verl-cpu-nodeps.txt envs/trl.txt
 	$(PIP) install -q -r envs/test.txt
 	$(PIP) install -q -r envs/verl-cpu.txt
 	$(PIP) install -q --no-deps -r envs/verl-cpu-nodeps.txt
+	$(PIP) install -q --no-deps -r envs/trl.txt
 	touch $@
 
 # bfcl-eval pins numpy==1.26.4 and pulls a CUDA torch with its full install, so it lives in its own

@@ -1,0 +1,223 @@
+"""Train a tiny policy with TRL's ``GRPOTrainer`` and DARA: the second, independent trainer beside ``dara.tiny.trainer``.
+
+Same command line, same experiment settings, same prompts per step (the tiny trainer's draw for the seed), same run
+folder contents (``config.yaml``, ``git_revision.txt``, ``metrics.parquet`` in the tiny trainer's schema,
+``checkpoints/step{s}``); only the training loop is TRL's:
+
+    python -m dara.trl.train --experiment tiny --task toolcall --method dara_sym --group-size 8 --seed 0 1 \\
+        --policy results/tiny/policies/toolcall \\
+        --out results/tiny/runs-trl/toolcall/dara_sym/G8/seed0 results/tiny/runs-trl/toolcall/dara_sym/G8/seed1
+
+How the tiny trainer's settings map onto TRL (``trl_config``): one rollout step is one TRL generation batch of
+``responses_per_step`` completions (``steps_per_generation = minibatches`` optimizer steps of
+``responses_per_step / minibatches`` completions each, one epoch), so ``max_steps = steps * minibatches``;
+``loss_type="bnpo"`` (token mean per minibatch, the tiny trainer's loss; TRL's default is ``dapo``), constant
+learning rate, AdamW without weight decay, ``epsilon = clip_ratio``, ``beta = kl_coef``. Differences that remain
+are listed in docs/trl.md.
+
+Row ``step = s`` of ``metrics.parquet`` describes the rollouts of the policy after ``s`` rollout steps, as in the
+tiny trainer, and ``checkpoints/step{s}`` is that policy. Runs do not resume: a killed run starts over.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from transformers import TrainerCallback
+
+from dara.io import replace_atomically, write_text_atomic
+from dara.tasks import Task, get_task
+from dara.tiny.policy import load_policy, save_policy
+from dara.tiny.trainer import TrainArgs, git_revision
+from dara.trl.trainer import METRIC_PREFIX, DaraGRPOConfig, DaraGRPOTrainer
+
+BACKEND = "trl"
+LOSS_TYPE = "bnpo"  # token mean over each minibatch: the tiny trainer's policy loss
+
+
+def step_prompt_indices(pool_size: int, prompts_per_step: int, steps: int, seed: int) -> np.ndarray:
+    """Pool indices of each step's prompts, (steps, prompts_per_step): the tiny trainer's draw for ``seed``
+    (a ``default_rng(seed)`` drawing without replacement within a step)."""
+    if prompts_per_step > pool_size:
+        raise ValueError(f"{prompts_per_step} prompts per step but a pool of {pool_size}")
+    rng = np.random.default_rng(seed)
+    return np.stack([rng.choice(pool_size, size=prompts_per_step, replace=False) for _ in range(steps)])
+
+
+class TaskRewards:
+    """One TRL reward function per reward of a task, named after it.
+
+    TRL calls each function on the same batch; the task scores all rewards at once, so the first call scores the
+    batch and the others read their column from that result.
+    """
+
+    def __init__(self, task: Task, pool: list[dict[str, Any]]):
+        self.task, self.pool = task, pool
+        self._cached_key: tuple | None = None
+        self._cached: np.ndarray | None = None
+        self.functions = [self._column_function(k, name) for k, name in enumerate(task.reward_names)]
+
+    def _column_function(self, column: int, name: str):
+        def reward(prompts, completions, completion_ids, item_index, **_):
+            return self.score(completions, completion_ids, item_index)[:, column].tolist()
+
+        reward.__name__ = name
+        return reward
+
+    def score(self, completions, completion_ids, item_index) -> np.ndarray:
+        key = (tuple(completions), tuple(item_index))
+        if key != self._cached_key:
+            items = [self.pool[int(i)] for i in item_index]
+            # completion_ids end with EOS when the completion finished: counted, as the tiny trainer counts it
+            self._cached = self.task.score(list(completions), items, [len(ids) for ids in completion_ids])
+            self._cached_key = key
+        return self._cached
+
+
+def trl_config(args: TrainArgs, output_dir: str | Path) -> DaraGRPOConfig:
+    """TRL's settings for a tiny-trainer run (see the module docstring)."""
+    return DaraGRPOConfig(
+        output_dir=str(output_dir), seed=args.seed, data_seed=args.seed, use_cpu=True, bf16=False, fp16=False,
+        gradient_checkpointing=False, per_device_train_batch_size=args.responses_per_step // args.minibatches,
+        gradient_accumulation_steps=1, steps_per_generation=args.minibatches, num_iterations=1,
+        num_generations=args.group_size, max_steps=args.steps * args.minibatches,
+        max_completion_length=args.max_new_tokens, temperature=args.temperature, top_p=1.0, top_k=0,
+        learning_rate=args.learning_rate, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0,
+        optim="adamw_torch", max_grad_norm=args.max_grad_norm, epsilon=args.clip_ratio, beta=args.kl_coef,
+        entropy_coef=args.entropy_coef, loss_type=LOSS_TYPE, shuffle_dataset=False, logging_steps=1,
+        save_strategy="no", report_to="wandb" if args.wandb else "none", disable_tqdm=not args.progress,
+        log_completions=False, dataloader_num_workers=0, remove_unused_columns=False,
+        dara_method=args.method, dara_w_max=args.w_max, dara_static_weights=args.static_weights,
+        dara_batch_norm=args.batch_norm,
+    )
+
+
+class _RunRecorder(TrainerCallback):
+    """Turns TRL's per-optimizer-step logs into one metrics row per rollout step; saves the checkpoints."""
+
+    def __init__(self, reward_names, steps_per_generation: int, checkpoint_steps: set[int], save):
+        self.reward_names = list(reward_names)
+        self.steps_per_generation = steps_per_generation
+        self.checkpoint_steps = checkpoint_steps
+        self.save = save
+        self.logs: dict[int, list[dict[str, float]]] = {}
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs and "entropy" in logs:  # a training step's log (not the final summary)
+            rollout = (state.global_step - 1) // self.steps_per_generation
+            self.logs.setdefault(rollout, []).append(dict(logs))
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step % self.steps_per_generation == 0:
+            done = state.global_step // self.steps_per_generation
+            if done in self.checkpoint_steps:
+                self.save(done)
+
+    def rows(self) -> list[dict[str, float]]:
+        return [self._row(step, self.logs[step]) for step in sorted(self.logs)]
+
+    def _row(self, step: int, logs: list[dict[str, float]]) -> dict[str, float]:
+        # Rollout metrics are logged once, at the first optimizer step after the generation; loss-side metrics
+        # at every optimizer step of the rollout (averaged here; the times summed).
+        first = logs[0]
+        row: dict[str, float] = {"step": step}
+        row.update({f"reward/{name}": first[f"rewards/{name}/mean"] for name in self.reward_names})
+        row["reward/sum"] = first["reward"]  # reward_weights are refused, so TRL's "reward" is the plain sum
+        row.update({key[len(METRIC_PREFIX):]: value for key, value in first.items()
+                    if key.startswith(METRIC_PREFIX) and key[len(METRIC_PREFIX):] not in
+                    ("loss_weight", "advantage_abs", "unscorable_fraction")})
+        kl = [log["kl"] for log in logs if log.get("kl") is not None]
+        row.update({
+            "entropy": float(np.mean([log["entropy"] for log in logs])),
+            "response_length": first["completions/mean_length"],
+            "clip_fraction": float(np.mean([log["clip_ratio/region_mean"] for log in logs])),
+            # TRL loads no reference model at beta = 0, so there is no KL to log then
+            "kl": float(np.mean(kl)) if kl else math.nan,
+            "loss_weight": first[METRIC_PREFIX + "loss_weight"],
+            "advantage_abs": first[METRIC_PREFIX + "advantage_abs"],
+            "seconds": float(sum(log["step_time"] for log in logs)),
+        })
+        return row
+
+
+def train(args: TrainArgs) -> pd.DataFrame:
+    """One run through TRL into ``args.out``; returns the metrics frame (also written to metrics.parquet)."""
+    import trl
+    import yaml
+    from datasets import Dataset
+    from transformers.trainer_callback import PrinterCallback
+
+    torch.set_num_threads(1)
+    out = Path(args.out)
+    (out / "checkpoints").mkdir(parents=True, exist_ok=True)
+    config = trl_config(args, out / "trl")
+    trl_settings = {"version": trl.__version__, "loss_type": config.loss_type, "beta": config.beta,
+                    "epsilon": config.epsilon, "per_device_train_batch_size": config.per_device_train_batch_size,
+                    "steps_per_generation": config.steps_per_generation, "max_steps": config.max_steps,
+                    "lr_scheduler_type": str(config.lr_scheduler_type)}
+    replace_atomically(out / "config.yaml", lambda p: p.write_text(yaml.safe_dump(
+        {**args.resolved(), "policy": args.policy, "backend": BACKEND, "trl": trl_settings}, sort_keys=False)))
+    write_text_atomic(out / "git_revision.txt", git_revision())
+
+    task = get_task(args.task, **args.task_options)
+    prompts_per_step = args.responses_per_step // args.group_size
+    pool = task.items("train", args.prompt_pool, seed=0)
+    order = step_prompt_indices(len(pool), prompts_per_step, args.steps, args.seed).reshape(-1)
+    dataset = Dataset.from_dict({"prompt": [pool[i]["prompt"] for i in order], "item_index": order.tolist()})
+    tokenizer, model = load_policy(args.policy)
+    model.train()
+    rewards = TaskRewards(task, pool)
+
+    def save(step: int) -> None:
+        save_policy(model, tokenizer, out / "checkpoints" / f"step{step}")
+
+    checkpoint_steps = {args.steps, *range(0, args.steps, args.eval_every)}
+    recorder = _RunRecorder(task.reward_names, config.steps_per_generation, checkpoint_steps, save)
+    trainer = DaraGRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=rewards.functions, args=config,
+                              train_dataset=dataset, callbacks=[recorder])
+    trainer.remove_callback(PrinterCallback)  # it prints every step's log dict to stdout
+    save(0)
+    started = time.perf_counter()
+    trainer.train()
+    rows = recorder.rows()
+    if [row["step"] for row in rows] != list(range(args.steps)):
+        raise RuntimeError(f"TRL logged rollout steps {[row['step'] for row in rows]}, expected 0..{args.steps - 1}")
+    frame = pd.DataFrame(rows)
+    replace_atomically(out / "metrics.parquet", lambda p: frame.to_parquet(p, index=False))
+    if args.progress:
+        print(f"{args.run_name} [trl]: {args.steps} steps in {time.perf_counter() - started:.1f} s")
+    return frame
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Train one or more seeds of a (task, method, G), one after the other in one process (as the tiny trainer)."""
+    from dara.experiments import load_experiment, run_spec
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--experiment", required=True, help="scale name (tiny, smoke) or path to an experiment yaml")
+    parser.add_argument("--task", required=True)
+    parser.add_argument("--method", required=True)
+    parser.add_argument("--group-size", type=int, required=True)
+    parser.add_argument("--seed", type=int, nargs="+", required=True, help="one or more seeds")
+    parser.add_argument("--policy", required=True, help="warm-start checkpoint folder")
+    parser.add_argument("--out", nargs="+", required=True, help="run folder of each seed, in the same order")
+    parser.add_argument("--no-progress", action="store_true")
+    cli = parser.parse_args(argv)
+    if len(cli.out) != len(cli.seed):
+        parser.error(f"{len(cli.seed)} seeds but {len(cli.out)} run folders")
+    experiment = load_experiment(cli.experiment)
+    for seed, out in zip(cli.seed, cli.out):
+        spec = run_spec(experiment, cli.task, cli.method, cli.group_size, seed)
+        train(TrainArgs(task=spec["task"], method=spec["method"], group_size=spec["group_size"], seed=spec["seed"],
+                        policy=cli.policy, out=out, progress=not cli.no_progress, **spec["settings"]))
+
+
+if __name__ == "__main__":
+    main()
