@@ -16,6 +16,8 @@ trl = pytest.importorskip("trl")
 
 from dara.advantages import METHODS, compute_advantages  # noqa: E402
 from dara.analysis.backends import compare_backends  # noqa: E402
+from dara.experiments import default_warm_start, load_experiment  # noqa: E402
+from dara.runs import find_run  # noqa: E402
 from dara.tiny.warmstart import warm_start  # noqa: E402
 from dara.trl import DaraGRPOConfig, DaraGRPOTrainer, batch_advantages, process_slice  # noqa: E402
 
@@ -30,9 +32,11 @@ STATIC = {"static_sym": [2.0, 1.0], "static_asym": [1.0, 3.0]}
 def policy(tmp_path_factory):
     """A deliberately small, briefly warm-started toolcall policy (seconds)."""
     path = tmp_path_factory.mktemp("policy") / "toolcall"
-    warm_start("toolcall", TOOLCALL_OPTIONS, path, vocab_size=400, corpus_items=200, sft_steps=40,
-               sft_learning_rate=0.01, sft_batch_size=16, probe_prompts=4, probe_group_size=4, max_new_tokens=16,
-               model={"hidden_size": 32, "layers": 1, "heads": 2, "kv_heads": 1, "intermediate_size": 64})
+    warm_start("toolcall", TOOLCALL_OPTIONS, path, **{**default_warm_start(), **dict(
+        vocab_size=400, corpus_items=200, sft_steps=40, sft_learning_rate=0.01, sft_batch_size=16, probe_prompts=4,
+        probe_group_size=4, max_new_tokens=16,
+        model={"hidden_size": 32, "layers": 1, "heads": 2, "kv_heads": 1, "intermediate_size": 64,
+               "max_positions": 256})})
     return path
 
 
@@ -309,7 +313,9 @@ def _experiment(tmp_path) -> Path:
                      "eval_every": 1, "state_every": 1, "wandb": False},
         "tasks": {"toolcall": {"options": TOOLCALL_OPTIONS}},
         "targets": {"toolcall": {"task": "toolcall", "methods": ["gdpo", "dara_asym"], "group_sizes": [G],
-                                 "seeds": [0, 1]}},
+                                 "seeds": [0, 1]},
+                    "trl": {"task": "toolcall", "backend": "trl", "methods": ["gdpo", "dara_asym"], "group_sizes": [G],
+                            "seeds": [0, 1]}},
     }
     path = tmp_path / "trltest.yaml"
     path.write_text(yaml.safe_dump(experiment))
@@ -329,23 +335,27 @@ def test_cli_writes_the_tiny_trainers_schema_for_the_tiny_trainers_prompts(polic
         trl_prompts.append(list(prompts))
         return real_rewards(self, inputs, prompts, completions, completion_ids_list)
 
-    real_sample = tiny.sample
+    real_rollout = tiny.rollout
 
     def record_tiny(model, tokenizer, prompts, **kwargs):
         tiny_prompts.append(list(prompts))
-        return real_sample(model, tokenizer, prompts, **kwargs)
+        return real_rollout(model, tokenizer, prompts, **kwargs)
 
     monkeypatch.setattr(trl_trainer.DaraGRPOTrainer, "_calculate_rewards", record_trl)
-    monkeypatch.setattr(tiny, "sample", record_tiny)
-    runs = tmp_path / "runs-trl" / "toolcall" / "dara_asym" / f"G{G}"
-    main(["--experiment", str(experiment), "--task", "toolcall", "--method", "dara_asym", "--group-size", str(G),
-          "--seed", "1", "--policy", str(policy), "--out", str(runs / "seed1"), "--no-progress"])
-    tiny.main(["--experiment", str(experiment), "--task", "toolcall", "--method", "dara_asym", "--group-size", str(G),
-               "--seed", "1", "--policy", str(policy), "--out", str(tmp_path / "tiny" / "seed1"), "--no-progress"])
+    monkeypatch.setattr(tiny, "rollout", record_tiny)
+    monkeypatch.chdir(tmp_path)  # run folders are relative: results/<scale>/[trl/]runs/...
+    loaded = load_experiment(experiment)
+    trl_run = find_run(loaded, "toolcall", "dara_asym", G, 1, backend="trl")
+    tiny_run = find_run(loaded, "toolcall", "dara_asym", G, 1, backend="tiny")
+    assert trl_run.run_dir == f"results/trltest/trl/runs/toolcall/dara_asym/G{G}/seed1"
+    main(["--experiment", str(experiment), "--run-dir", trl_run.run_dir, "--policy", str(policy), "--no-progress"])
+    tiny.main(["--experiment", str(experiment), "--run-dir", tiny_run.run_dir, "--policy", str(policy),
+               "--no-progress"])
+    runs = Path(trl_run.run_dir).parent
+    tiny_frame = pd.read_parquet(Path(tiny_run.run_dir) / "metrics.parquet")
 
     assert trl_prompts == tiny_prompts and len(trl_prompts) == 2  # same prompts, same order, groups of G
     trl_frame = pd.read_parquet(runs / "seed1" / "metrics.parquet")
-    tiny_frame = pd.read_parquet(tmp_path / "tiny" / "seed1" / "metrics.parquet")
     assert list(trl_frame.columns) == list(tiny_frame.columns)
     assert trl_frame["step"].tolist() == [0, 1]
     assert trl_frame["kl"].isna().all()  # kl_coef 0: TRL loads no reference model
@@ -366,12 +376,12 @@ def test_cli_refuses_mismatched_seeds_and_unknown_runs(policy, tmp_path):
     from dara.trl.train import main
 
     experiment = str(_experiment(tmp_path))
-    with pytest.raises(SystemExit):
-        main(["--experiment", experiment, "--task", "toolcall", "--method", "gdpo", "--group-size", str(G),
-              "--seed", "0", "1", "--policy", str(policy), "--out", str(tmp_path / "a")])
+    with pytest.raises(SystemExit):  # a run of the tiny backend is not TRL's to train
+        main(["--experiment", experiment, "--run-dir", f"results/trltest/runs/toolcall/gdpo/G{G}/seed0"])
     with pytest.raises(ExperimentError, match="G8"):
-        main(["--experiment", experiment, "--task", "toolcall", "--method", "gdpo", "--group-size", "8",
-              "--seed", "0", "--policy", str(policy), "--out", str(tmp_path / "a")])
+        main(["--experiment", experiment, "--run-dir", "results/trltest/trl/runs/toolcall/gdpo/G8/seed0"])
+    with pytest.raises(ValueError, match="not a run folder"):
+        main(["--experiment", experiment, "--run-dir", str(tmp_path / "a")])
 
 
 def _write_run(root, method, seed, format_values):

@@ -99,9 +99,9 @@ def validate_experiment(experiment: dict[str, Any], source: str = "experiment") 
         if target["task"] not in experiment["tasks"]:
             raise ExperimentError(f"{source}: targets/{name}/task: {target['task']!r} is not defined under tasks")
         backend = target.get("backend", experiment.get("backend", "tiny"))
-        if (backend == "verl") != (experiment.get("backend", "tiny") == "verl"):
-            raise ExperimentError(f"{source}: targets/{name}/backend: {backend!r} cannot run in a "
-                                  f"{experiment.get('backend', 'tiny')!r} experiment")
+        if backend != "verl" and experiment.get("backend") == "verl" and "warm_start" not in experiment:
+            raise ExperimentError(f"{source}: targets/{name}/backend: {backend} trains from the tiny warm start, "
+                                  f"but this verl experiment has no warm_start block")
     if experiment.get("backend") == "verl":
         _validate_paper(experiment, source)
     return experiment

@@ -22,6 +22,7 @@ tiny trainer, and ``checkpoints/step{s}`` is that policy. Runs do not resume: a 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import time
 from pathlib import Path
@@ -32,10 +33,13 @@ import pandas as pd
 import torch
 from transformers import TrainerCallback
 
-from dara.io import replace_atomically, write_text_atomic
+from dara.io import replace_atomically
+from dara.provenance import write_run_provenance
+from dara.rewards.outcome import parse_failure_metrics
+from dara.runs import cpu_checkpoint_steps
 from dara.tasks import Task, get_task
 from dara.tiny.policy import load_policy, save_policy
-from dara.tiny.trainer import TrainArgs, git_revision
+from dara.tiny.trainer import TrainArgs
 from dara.trl.trainer import METRIC_PREFIX, DaraGRPOConfig, DaraGRPOTrainer
 
 BACKEND = "trl"
@@ -62,6 +66,8 @@ class TaskRewards:
         self.task, self.pool = task, pool
         self._cached_key: tuple | None = None
         self._cached: np.ndarray | None = None
+        # one reward_parse_failures/<channel> dict per scored batch, i.e. per rollout step (dara.rewards.outcome)
+        self.parse_failures: list[dict[str, float]] = []
         self.functions = [self._column_function(k, name) for k, name in enumerate(task.reward_names)]
 
     def _column_function(self, column: int, name: str):
@@ -76,7 +82,9 @@ class TaskRewards:
         if key != self._cached_key:
             items = [self.pool[int(i)] for i in item_index]
             # completion_ids end with EOS when the completion finished: counted, as the tiny trainer counts it
-            self._cached = self.task.score(list(completions), items, [len(ids) for ids in completion_ids])
+            scored = self.task.score_outcomes(list(completions), items, [len(ids) for ids in completion_ids])
+            self._cached = scored.rewards
+            self.parse_failures.append(parse_failure_metrics(self.task.reward_names, scored.parse_failures))
             self._cached_key = key
         return self._cached
 
@@ -102,8 +110,9 @@ def trl_config(args: TrainArgs, output_dir: str | Path) -> DaraGRPOConfig:
 class _RunRecorder(TrainerCallback):
     """Turns TRL's per-optimizer-step logs into one metrics row per rollout step; saves the checkpoints."""
 
-    def __init__(self, reward_names, steps_per_generation: int, checkpoint_steps: set[int], save):
-        self.reward_names = list(reward_names)
+    def __init__(self, rewards: TaskRewards, steps_per_generation: int, checkpoint_steps: set[int], save):
+        self.rewards = rewards
+        self.reward_names = list(rewards.task.reward_names)
         self.steps_per_generation = steps_per_generation
         self.checkpoint_steps = checkpoint_steps
         self.save = save
@@ -130,6 +139,7 @@ class _RunRecorder(TrainerCallback):
         row: dict[str, float] = {"step": step}
         row.update({f"reward/{name}": first[f"rewards/{name}/mean"] for name in self.reward_names})
         row["reward/sum"] = first["reward"]  # reward_weights are refused, so TRL's "reward" is the plain sum
+        row.update(self.rewards.parse_failures[step])
         row.update({key[len(METRIC_PREFIX):]: value for key, value in first.items()
                     if key.startswith(METRIC_PREFIX) and key[len(METRIC_PREFIX):] not in
                     ("loss_weight", "advantage_abs", "unscorable_fraction")})
@@ -162,9 +172,7 @@ def train(args: TrainArgs) -> pd.DataFrame:
                     "epsilon": config.epsilon, "per_device_train_batch_size": config.per_device_train_batch_size,
                     "steps_per_generation": config.steps_per_generation, "max_steps": config.max_steps,
                     "lr_scheduler_type": str(config.lr_scheduler_type)}
-    replace_atomically(out / "config.yaml", lambda p: p.write_text(yaml.safe_dump(
-        {**args.resolved(), "policy": args.policy, "backend": BACKEND, "trl": trl_settings}, sort_keys=False)))
-    write_text_atomic(out / "git_revision.txt", git_revision())
+    write_run_provenance(out, {**args.resolved(), "policy": args.policy, "backend": BACKEND, "trl": trl_settings})
 
     task = get_task(args.task, **args.task_options)
     prompts_per_step = args.responses_per_step // args.group_size
@@ -178,8 +186,8 @@ def train(args: TrainArgs) -> pd.DataFrame:
     def save(step: int) -> None:
         save_policy(model, tokenizer, out / "checkpoints" / f"step{step}")
 
-    checkpoint_steps = {args.steps, *range(0, args.steps, args.eval_every)}
-    recorder = _RunRecorder(task.reward_names, config.steps_per_generation, checkpoint_steps, save)
+    checkpoint_steps = set(cpu_checkpoint_steps(args.steps, args.eval_every))
+    recorder = _RunRecorder(rewards, config.steps_per_generation, checkpoint_steps, save)
     trainer = DaraGRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=rewards.functions, args=config,
                               train_dataset=dataset, callbacks=[recorder])
     trainer.remove_callback(PrinterCallback)  # it prints every step's log dict to stdout
@@ -197,26 +205,25 @@ def train(args: TrainArgs) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Train one or more seeds of a (task, method, G), one after the other in one process (as the tiny trainer)."""
-    from dara.experiments import load_experiment, run_spec
+    """Train one or more runs of a ``backend: trl`` target, one after the other in one process (as the tiny
+    trainer does with its seeds)."""
+    from dara.experiments import load_experiment
+    from dara.runs import find_run_by_dir
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--experiment", required=True, help="scale name (tiny, smoke) or path to an experiment yaml")
-    parser.add_argument("--task", required=True)
-    parser.add_argument("--method", required=True)
-    parser.add_argument("--group-size", type=int, required=True)
-    parser.add_argument("--seed", type=int, nargs="+", required=True, help="one or more seeds")
-    parser.add_argument("--policy", required=True, help="warm-start checkpoint folder")
-    parser.add_argument("--out", nargs="+", required=True, help="run folder of each seed, in the same order")
+    parser.add_argument("--run-dir", nargs="+", required=True,
+                        help="run folders of TRL runs (dara.runs layout: results/<scale>/trl/runs/...)")
+    parser.add_argument("--policy", default=None, help="warm-start folder (default: the run's, dara.runs.policy_dir)")
     parser.add_argument("--no-progress", action="store_true")
     cli = parser.parse_args(argv)
-    if len(cli.out) != len(cli.seed):
-        parser.error(f"{len(cli.seed)} seeds but {len(cli.out)} run folders")
     experiment = load_experiment(cli.experiment)
-    for seed, out in zip(cli.seed, cli.out):
-        spec = run_spec(experiment, cli.task, cli.method, cli.group_size, seed)
-        train(TrainArgs(task=spec["task"], method=spec["method"], group_size=spec["group_size"], seed=spec["seed"],
-                        policy=cli.policy, out=out, progress=not cli.no_progress, **spec["settings"]))
+    runs = [find_run_by_dir(experiment, run_dir) for run_dir in cli.run_dir]
+    for run, run_dir in zip(runs, cli.run_dir):
+        if run.backend != BACKEND:
+            parser.error(f"{run_dir} is a run of the {run.backend!r} backend, not of TRL")
+        args = TrainArgs.from_run(run, policy=cli.policy, progress=not cli.no_progress)
+        train(dataclasses.replace(args, out=str(run_dir)))
 
 
 if __name__ == "__main__":
