@@ -38,9 +38,12 @@ REWARDS_MODULE = "pkg://dara.verl_plugin.rewards"
 # Keys verl's config does not define: Hydra needs "+" to add them.
 NEW_KEY_PREFIXES = ("algorithm.dara.", "reward.custom_reward_function.reward_kwargs.",
                     "ray_kwargs.ray_init.runtime_env.env_vars.")
+# Single keys verl's config lacks (the CPU backend adds them; see dara.verl_plugin.cpu.verl_settings).
+NEW_KEYS = {"ray_kwargs.ray_init.num_gpus", "actor_rollout_ref.model.override_config.attn_implementation"}
+DEVICES = ("cuda", "cpu")
 PAPER_KEYS = {
     "global": {"verl_version", "logger", "wandb_project", "data_dir", "models", "target_models", "primary_models",
-               "verl"},
+               "verl", "device"},
     "task": {"dataset", "reward_function", "reward_kwargs", "reward_keys", "steps", "responses_per_step",
              "mini_batch_responses", "verl", "inherit", "token_count_reward_manager"},
     "model": {"hf_id", "steps", "resources", "env", "verl"},
@@ -128,6 +131,8 @@ def load_paper_experiment(path: str | Path | None = None) -> dict[str, Any]:
         raise PaperConfigError(
             f"settings/paper/verl_version is {paper.get('verl_version')!r}; this plugin is written for verl {VERL_VERSION}"
         )
+    if paper.get("device", "cuda") not in DEVICES:
+        raise PaperConfigError(f"settings/paper/device is {paper['device']!r}; valid devices: {', '.join(DEVICES)}")
     for name, model in paper.get("models", {}).items():
         _check_keys(model, PAPER_KEYS["model"], f"settings/paper/models/{name}")
         for required in ("hf_id", "resources"):
@@ -172,7 +177,7 @@ def paper_runs(experiment: dict[str, Any], target: str | None = None) -> list[Pa
             settings = _deep_merge({"verl": paper.get("verl", {})}, _task_paper(experiment, block["task"]))
             settings = _deep_merge(settings, model_block)
             settings = _deep_merge(settings, block.get("settings", {}).get("paper", {}))
-            settings.update({k: paper[k] for k in ("logger", "wandb_project", "data_dir") if k in paper})
+            settings.update({k: paper[k] for k in ("logger", "wandb_project", "data_dir", "device") if k in paper})
             settings["shared"] = shared
             settings["primary_model"] = paper.get("primary_models", {}).get(block["task"])
             for method in block["methods"]:
@@ -242,7 +247,7 @@ def verl_overrides(run: PaperRun, run_dir: str | Path, data_dir: str | Path | No
         "actor_rollout_ref.rollout.n": run.group_size,
         "data.seed": run.seed,
         "actor_rollout_ref.actor.data_loader_seed": run.seed,
-        "actor_rollout_ref.model.path": s["hf_id"],
+        "actor_rollout_ref.model.path": _model_path(s["hf_id"]),
         "trainer.total_training_steps": int(s["steps"]),
         "trainer.nnodes": int(resources["nodes"]),
         "trainer.n_gpus_per_node": int(resources["gpus_per_node"]),
@@ -255,6 +260,8 @@ def verl_overrides(run: PaperRun, run_dir: str | Path, data_dir: str | Path | No
         "reward.custom_reward_function.name": s["reward_function"],
     })
     values.setdefault("actor_rollout_ref.rollout.seed", run.seed)
+    if s.get("device", "cuda") == "cpu":
+        values.update(_cpu_values(run, values, env))
     if run.method in ("static_sym", "static_asym"):
         if "static_weights" not in s["shared"]:
             raise PaperConfigError(f"{run.method} needs settings.static_weights in its target")
@@ -272,7 +279,39 @@ def verl_overrides(run: PaperRun, run_dir: str | Path, data_dir: str | Path | No
     return values
 
 
+def _cpu_values(run: PaperRun, values: dict[str, Any], env: dict[str, str] | None) -> dict[str, Any]:
+    """The overrides of ``device: cpu`` (`dara.verl_plugin.cpu`), refusing settings that contradict them."""
+    from dara.verl_plugin.cpu import CPU_OVERRIDES, worker_environment
+
+    resources = run.settings["resources"]
+    if int(resources["nodes"]) != 1 or int(resources["gpus_per_node"]) != 1:
+        raise PaperConfigError(
+            f"run {run.run_task}/{run.method}: device cpu runs one training process (world size 1); set resources "
+            f"nodes: 1 and gpus_per_node: 1, got {resources['nodes']} and {resources['gpus_per_node']}"
+        )
+    conflicts = sorted(key for key in CPU_OVERRIDES if key in run.settings.get("verl", {})
+                       and run.settings["verl"][key] != CPU_OVERRIDES[key])
+    if conflicts:
+        raise PaperConfigError(
+            f"run {run.run_task}/{run.method}: device cpu sets {conflicts} itself; remove them from the verl settings "
+            f"(they are {[run.settings['verl'][k] for k in conflicts]}, the CPU backend needs "
+            f"{[CPU_OVERRIDES[k] for k in conflicts]})"
+        )
+    out = dict(CPU_OVERRIDES)
+    for name, value in worker_environment(env or {}).items():
+        out[f"ray_kwargs.ray_init.runtime_env.env_vars.{name}"] = value
+    return out
+
+
+def _model_path(hf_id: str) -> str:
+    """A local model folder made absolute (Ray workers do not share the launcher's working directory); a hub id
+    as it is."""
+    return str(Path(hf_id).absolute()) if Path(hf_id).is_dir() else hf_id
+
+
 def _render(value: Any) -> str:
+    """A Hydra override value. Every string is quoted: unquoted, Hydra would read "1" as an int and "true" as a
+    bool, and Ray refuses non-string environment variables."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if value is None:
@@ -281,15 +320,17 @@ def _render(value: Any) -> str:
         return "[" + ",".join(_render(v) for v in value) + "]"
     if isinstance(value, float):
         return repr(value)
-    text = str(value)
-    if any(c in text for c in " ,[]{}()=:'\"\\$"):
-        return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-    return text
+    if isinstance(value, int):
+        return str(value)
+    if not isinstance(value, str):
+        raise PaperConfigError(f"cannot render {value!r} ({type(value).__name__}) as a Hydra override value")
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def hydra_overrides(values: dict[str, Any]) -> list[str]:
     """Hydra command-line overrides; keys verl's config lacks get "+"."""
-    return [("+" if key.startswith(NEW_KEY_PREFIXES) else "") + f"{key}={_render(value)}" for key, value in values.items()]
+    return [("+" if key.startswith(NEW_KEY_PREFIXES) or key in NEW_KEYS else "") + f"{key}={_render(value)}"
+            for key, value in values.items()]
 
 
 def verl_command(run: PaperRun, run_dir: str | Path, data_dir: str | Path | None = None,
@@ -302,6 +343,10 @@ def run_environment(run: PaperRun, attempt_log: str | Path) -> dict[str, str]:
     """Environment of a run's verl processes: the model's variables and the file logger's path."""
     env = {str(k): str(v) for k, v in run.settings.get("env", {}).items()}
     env["VERL_FILE_LOGGER_PATH"] = str(Path(attempt_log).absolute())
+    if run.settings.get("device", "cuda") == "cpu":
+        from dara.verl_plugin.cpu import worker_environment
+
+        env = worker_environment(env)
     return env
 
 
