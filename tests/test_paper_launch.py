@@ -88,7 +88,7 @@ def test_hydra_rendering_adds_plus_only_for_new_keys():
     rendered = hydra_overrides({"algorithm.dara.reward_keys": ["format", "correctness"], "trainer.save_freq": 10,
                                 "reward.custom_reward_function.path": "pkg://dara.verl_plugin.rewards",
                                 "algorithm.use_kl_in_reward": True, "data.x": None, "actor.lr": 1e-06})
-    assert rendered == ["+algorithm.dara.reward_keys=[format,correctness]", "trainer.save_freq=10",
+    assert rendered == ["+algorithm.dara.reward_keys=['format','correctness']", "trainer.save_freq=10",
                         "reward.custom_reward_function.path='pkg://dara.verl_plugin.rewards'",
                         "algorithm.use_kl_in_reward=true", "data.x=null", "actor.lr=1e-06"]
 
@@ -210,10 +210,10 @@ def test_train_writes_provenance_links_checkpoints_and_resumes(experiment, tmp_p
     assert config["verl_overrides"]["algorithm.adv_estimator"] == "dara_asym"
     assert (run_dir / "git_revision.txt").read_text().strip()
     command, env = calls[0]
-    assert "+algorithm.dara.reward_keys=[format,correctness]" in command
+    assert "+algorithm.dara.reward_keys=['format','correctness']" in command
     assert env["VERL_FILE_LOGGER_PATH"].endswith("verl_logs/attempt1.jsonl")
     # every verl process (also on a Ray cluster started before the run) gets the logger path, as an absolute path
-    assert f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH={env['VERL_FILE_LOGGER_PATH']}" in command
+    assert f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH='{env['VERL_FILE_LOGGER_PATH']}'" in command
     assert config["verl_overrides"]["trainer.default_local_dir"] == str(run_dir.absolute() / "verl_checkpoints")
     assert (run_dir / "checkpoints" / "step2" / "config.json").is_file()
 

@@ -34,6 +34,10 @@ import torch
 from dara.methods import METHODS, get_method
 
 BATCH_NORMS = ("response", "token", "none")
+# What to do with a group of one response (it has no z-score): "raise" (the library's default: such a batch is a
+# caller's bug) or "zero" (advantage 0, counted as an inactive group; verl can hand one over when rollouts fail or a
+# filter drops rows, and a long run should log it rather than die).
+SINGLETON_POLICIES = ("raise", "zero")
 
 W_MAX = 5.0  # DARA's weight cap
 TAU = 1e-8  # a group is active for a channel when the sum of its |Z| exceeds this
@@ -238,6 +242,9 @@ def compute_advantages(
     lengths=None,
     batch_norm: str = "response",
     channel_names: Sequence[str] | None = None,
+    sign_eps: float = SIGN_EPS,
+    dvao_eps: float = DVAO_DENOM_EPS,
+    singletons: str = "raise",
 ) -> AdvantageResult:
     """Advantages of one method for a batch of multi-reward responses.
 
@@ -255,14 +262,27 @@ def compute_advantages(
             "response" (per-response, math stack), "token" (token-weighted whitening, tool stack) or "none".
             GRPO and DVAO have no batch normalisation by definition.
         channel_names: names used in ``metrics`` keys (default "0", "1", ...).
+        sign_eps: GD2PO-Hard only: |Z| at or below this counts as neutral, not as a sign.
+        dvao_eps: DVAO only: a group whose denominator is at or below this gets advantage 0.
+        singletons: "raise" (default) refuses a group of one response; "zero" gives its rows advantage 0, counts
+            it as a group that is inactive for every channel and reports ``singleton_groups`` in ``metrics``.
     """
     x, device = _validated_rewards(rewards)
     n_rows, n_channels = x.shape
     names = _channel_names(channel_names, n_channels)
     _validate_options(method, w_max, tau, eps, batch_norm, static_weights, base_weights, n_channels)
-    token_lengths = _validated_lengths(lengths, n_rows, device) if batch_norm == "token" else None
+    _validate_epsilons(method, sign_eps, dvao_eps)
+    if singletons not in SINGLETON_POLICIES:
+        raise ValueError(f"unknown singletons policy {singletons!r}; valid values: {', '.join(SINGLETON_POLICIES)}")
     if lengths is not None and batch_norm != "token":
         raise ValueError(f"lengths are only used by batch_norm='token', got batch_norm={batch_norm!r}")
+    if singletons == "zero":
+        return _without_singletons(
+            method, x, index, names,
+            dict(w_max=w_max, tau=tau, eps=eps, static_weights=static_weights, base_weights=base_weights,
+                 lengths=lengths, batch_norm=batch_norm, sign_eps=sign_eps, dvao_eps=dvao_eps),
+        )
+    token_lengths = _validated_lengths(lengths, n_rows, device) if batch_norm == "token" else None
     layout = group_layout(index, n_rows, device=device)
     # Equal-size groups in any order: sort rows into blocks so every group statistic is a reshape, undo at the end.
     order = None
@@ -284,7 +304,7 @@ def compute_advantages(
         advantages, _, _, _ = group_zscores(x.sum(dim=1, keepdim=True), layout, eps)
         advantages = advantages[:, 0]
     elif spec.formula == "dvao":
-        advantages = _dvao(x, layout, base_weights)
+        advantages = _dvao(x, layout, base_weights, dvao_eps)
     else:
         if spec.weights == "density":
             weights = density_weights(density, w_max)
@@ -294,7 +314,7 @@ def compute_advantages(
         scores = calibrated.sum(dim=1)
         keep = None
         if spec.drops_conflicts:
-            keep = ~((z > SIGN_EPS).any(dim=1) & (z < -SIGN_EPS).any(dim=1))
+            keep = ~((z > sign_eps).any(dim=1) & (z < -sign_eps).any(dim=1))
             kept_fraction = _group_sum(keep.to(torch.float64), layout) / layout.counts
             loss_weights = kept_fraction[layout.codes]
             extra["gd2po_hard/conflict_ratio"] = 1.0 - float(keep.to(torch.float64).mean())
@@ -325,12 +345,88 @@ def compute_advantages(
     )
 
 
+def _group_sizes(index, n_rows: int) -> np.ndarray:
+    """Each row's group size (any id kind `group_layout` accepts), without group_layout's two-response check."""
+    if isinstance(index, torch.Tensor):
+        ids = index.reshape(-1).cpu().numpy()
+    else:
+        ids = (index if isinstance(index, np.ndarray) else np.asarray(index, dtype=object)).reshape(-1)
+    if ids.shape[0] != n_rows:
+        raise ValueError(f"index has {ids.shape[0]} entries but rewards have {n_rows} rows")
+    codes, _ = pd.factorize(ids, use_na_sentinel=False)
+    return np.bincount(codes)[codes]
+
+
+def _without_singletons(method: str, x: torch.Tensor, index, names: list[str], options: dict) -> AdvantageResult:
+    """``singletons="zero"``: the estimator on the rows of groups of two or more, advantage 0 elsewhere.
+
+    A singleton group counts as a group that is active for no channel, so densities are divided by every group.
+    DARA's weights depend only on density ratios, which the extra inactive groups leave unchanged; batch
+    normalisation runs over the rows that have a group.
+    """
+    n_rows, n_channels = x.shape
+    sizes = _group_sizes(index, n_rows)
+    multi = sizes >= 2
+    n_single = int((~multi).sum())
+    lengths = options.pop("lengths")
+    if lengths is not None:
+        lengths = torch.as_tensor(np.asarray(lengths) if not isinstance(lengths, torch.Tensor) else lengths).reshape(-1)
+        if lengths.numel() != n_rows:
+            raise ValueError(f"lengths has {lengths.numel()} entries but rewards have {n_rows} rows")
+    advantages = torch.zeros(n_rows, dtype=torch.float32, device=x.device)
+    loss_weights = torch.ones(n_rows, dtype=torch.float32, device=x.device)
+    if multi.any():
+        rows = torch.as_tensor(np.flatnonzero(multi), device=x.device)
+        if isinstance(index, torch.Tensor):
+            sub_index = index.reshape(-1)[torch.as_tensor(np.flatnonzero(multi), device=index.device)]
+        else:
+            sub_index = (index if isinstance(index, np.ndarray) else np.asarray(index, dtype=object)).reshape(-1)[multi]
+        inner = compute_advantages(
+            method, x[rows], sub_index, channel_names=names,
+            lengths=None if lengths is None else lengths[rows.cpu()], **options,
+        )
+        advantages[rows] = inner.advantages.to(x.device)
+        loss_weights[rows] = inner.loss_weights.to(x.device)
+        n_multi = int(inner.metrics["n_groups"])
+        scale = n_multi / (n_multi + n_single)
+        density = inner.density * scale
+        weights = inner.weights
+        metrics = dict(inner.metrics)
+        for name, value in zip(names, density.tolist()):
+            metrics[f"density/{name}"] = value
+    else:  # nothing to compare: every channel inactive, unit weights, zero energies
+        density = torch.zeros(n_channels, dtype=torch.float32)
+        weights = torch.ones(n_channels, dtype=torch.float32)
+        metrics = {}
+        for quantity in ("energy_pos", "energy_neg", "energy_pos_calibrated", "energy_neg_calibrated",
+                         "active_groups", "density"):
+            metrics.update({f"{quantity}/{name}": 0.0 for name in names})
+        metrics.update({f"weight/{name}": 1.0 for name in names})
+        if get_method(method).drops_conflicts:
+            metrics["gd2po_hard/conflict_ratio"] = 0.0
+        n_multi = 0
+    metrics["n_groups"] = float(n_multi + n_single)
+    metrics["singleton_groups"] = float(n_single)
+    return AdvantageResult(advantages=advantages, density=density, weights=weights, loss_weights=loss_weights,
+                           metrics=metrics)
+
+
+def _validate_epsilons(method: str, sign_eps: float, dvao_eps: float) -> None:
+    for name, value in (("sign_eps", sign_eps), ("dvao_eps", dvao_eps)):
+        if not (np.isfinite(value) and value >= 0.0):
+            raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+    if sign_eps != SIGN_EPS and not get_method(method).drops_conflicts:
+        raise ValueError(f"sign_eps is only used by gd2po_hard, not by {method}")
+    if dvao_eps != DVAO_DENOM_EPS and get_method(method).formula != "dvao":
+        raise ValueError(f"dvao_eps is only used by dvao, not by {method}")
+
+
 def _energies(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Positive and negative advantage energy per channel: sums of squared positive / negative parts of z."""
     return (z.clamp(min=0.0) ** 2).sum(dim=0), (z.clamp(max=0.0) ** 2).sum(dim=0)
 
 
-def _dvao(x: torch.Tensor, layout: GroupLayout, base_weights) -> torch.Tensor:
+def _dvao(x: torch.Tensor, layout: GroupLayout, base_weights, denom_eps: float = DVAO_DENOM_EPS) -> torch.Tensor:
     """DVAO: A = sum_k b_k (r_k - mu_k) / sum_k b_k sigma_k per group, population sigma; tiny denominators give 0."""
     n_channels = x.shape[1]
     b = torch.full((n_channels,), 1.0 / n_channels, dtype=torch.float64, device=x.device)
@@ -344,7 +440,7 @@ def _dvao(x: torch.Tensor, layout: GroupLayout, base_weights) -> torch.Tensor:
     centred = centred.masked_fill(constant[layout.codes], 0.0)
     sigma = sigma.masked_fill(constant, 0.0)
     denominator = (sigma * b).sum(dim=1)
-    live = denominator > DVAO_DENOM_EPS
+    live = denominator > denom_eps
     numerator = (centred * b).sum(dim=1)
     safe = torch.where(live, denominator, torch.ones_like(denominator))
     return torch.where(live[layout.codes], numerator / safe[layout.codes], torch.zeros_like(numerator))

@@ -66,6 +66,8 @@ def loop_advantages(
     base_weights=None,
     lengths=None,
     batch_norm: str = "response",
+    sign_eps: float = SIGN_EPS,
+    dvao_eps: float = DVAO_DENOM_EPS,
 ) -> dict:
     """Loop version of :func:`dara.advantages.compute_advantages`; returns a dict of NumPy arrays."""
     r = np.asarray(rewards, dtype=np.float64)
@@ -100,7 +102,7 @@ def loop_advantages(
             sigma = [0.0 if max(r[i, c] for i in rows) == min(r[i, c] for i in rows) else s for c, s in enumerate(sigma)]
             denominator = sum(b[c] * sigma[c] for c in range(k))
             for i in rows:
-                if denominator > DVAO_DENOM_EPS:
+                if denominator > dvao_eps:
                     adv[i] = sum(b[c] * (r[i, c] - mu[c]) for c in range(k) if sigma[c] > 0) / denominator
         return dict(advantages=adv, density=density, weights=weights, loss_weights=loss_weights)
 
@@ -120,7 +122,7 @@ def loop_advantages(
     keep = np.ones(n, dtype=bool)
     if method == "gd2po_hard":
         for i in range(n):
-            keep[i] = not (any(z[i, c] > SIGN_EPS for c in range(k)) and any(z[i, c] < -SIGN_EPS for c in range(k)))
+            keep[i] = not (any(z[i, c] > sign_eps for c in range(k)) and any(z[i, c] < -sign_eps for c in range(k)))
         for rows in groups.values():
             fraction = sum(keep[i] for i in rows) / len(rows)
             for i in rows:

@@ -32,6 +32,8 @@ REWARDS_MODULE = "pkg://dara.verl_plugin.rewards"
 # Keys verl's config does not define: Hydra needs "+" to add them.
 NEW_KEY_PREFIXES = ("algorithm.dara.", "reward.custom_reward_function.reward_kwargs.",
                     "ray_kwargs.ray_init.runtime_env.env_vars.")
+# Single keys verl's config lacks (the CPU backend adds them; see dara.verl_plugin.cpu).
+NEW_KEYS = {"ray_kwargs.ray_init.num_gpus", "actor_rollout_ref.model.override_config.attn_implementation"}
 
 
 class LaunchError(ValueError):
@@ -88,7 +90,7 @@ def verl_overrides(run: Run, run_dir: str | Path, data_dir: str | Path | None = 
         "actor_rollout_ref.rollout.n": run.group_size,
         "data.seed": run.seed,
         "actor_rollout_ref.actor.data_loader_seed": run.seed,
-        "actor_rollout_ref.model.path": s["hf_id"],
+        "actor_rollout_ref.model.path": _model_path(s["hf_id"]),
         "trainer.total_training_steps": int(s["steps"]),
         "trainer.nnodes": int(resources["nodes"]),
         "trainer.n_gpus_per_node": int(resources["gpus_per_node"]),
@@ -101,6 +103,8 @@ def verl_overrides(run: Run, run_dir: str | Path, data_dir: str | Path | None = 
         "reward.custom_reward_function.name": s["reward_function"],
     })
     values.setdefault("actor_rollout_ref.rollout.seed", run.seed)
+    if s.get("device", "cuda") == "cpu":
+        values.update(_cpu_values(run, env))
     if get_method(run.method).needs_static_weights:
         values["algorithm.dara.static_weights"] = [float(w) for w in s["static_weights"]]
     for name, value in (env or {}).items():
@@ -116,7 +120,39 @@ def verl_overrides(run: Run, run_dir: str | Path, data_dir: str | Path | None = 
     return values
 
 
+def _cpu_values(run: Run, env: dict[str, str] | None) -> dict[str, Any]:
+    """The overrides of ``device: cpu`` (`dara.verl_plugin.cpu`), refusing settings that contradict them."""
+    from dara.verl_plugin.cpu import CPU_OVERRIDES, worker_environment
+
+    resources = run.settings["resources"]
+    if int(resources["nodes"]) != 1 or int(resources["gpus_per_node"]) != 1:
+        raise LaunchError(
+            f"run {run.name}: device cpu runs one training process (world size 1); set resources "
+            f"nodes: 1 and gpus_per_node: 1, got {resources['nodes']} and {resources['gpus_per_node']}"
+        )
+    conflicts = sorted(key for key in CPU_OVERRIDES if key in run.settings.get("verl", {})
+                       and run.settings["verl"][key] != CPU_OVERRIDES[key])
+    if conflicts:
+        raise LaunchError(
+            f"run {run.name}: device cpu sets {conflicts} itself; remove them from the verl settings "
+            f"(they are {[run.settings['verl'][k] for k in conflicts]}, the CPU backend needs "
+            f"{[CPU_OVERRIDES[k] for k in conflicts]})"
+        )
+    out = dict(CPU_OVERRIDES)
+    for name, value in worker_environment(env or {}).items():
+        out[f"ray_kwargs.ray_init.runtime_env.env_vars.{name}"] = value
+    return out
+
+
+def _model_path(hf_id: str) -> str:
+    """A local model folder made absolute (Ray workers do not share the launcher's working directory); a hub id
+    as it is."""
+    return str(Path(hf_id).absolute()) if Path(hf_id).is_dir() else hf_id
+
+
 def _render(value: Any) -> str:
+    """A Hydra override value. Every string is quoted: unquoted, Hydra would read "1" as an int and "true" as a
+    bool, and Ray refuses non-string environment variables."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if value is None:
@@ -125,15 +161,17 @@ def _render(value: Any) -> str:
         return "[" + ",".join(_render(v) for v in value) + "]"
     if isinstance(value, float):
         return repr(value)
-    text = str(value)
-    if any(c in text for c in " ,[]{}()=:'\"\\$"):
-        return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-    return text
+    if isinstance(value, int):
+        return str(value)
+    if not isinstance(value, str):
+        raise LaunchError(f"cannot render {value!r} ({type(value).__name__}) as a Hydra override value")
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def hydra_overrides(values: dict[str, Any]) -> list[str]:
     """Hydra command-line overrides; keys verl's config lacks get "+"."""
-    return [("+" if key.startswith(NEW_KEY_PREFIXES) else "") + f"{key}={_render(value)}" for key, value in values.items()]
+    return [("+" if key.startswith(NEW_KEY_PREFIXES) or key in NEW_KEYS else "") + f"{key}={_render(value)}"
+            for key, value in values.items()]
 
 
 def verl_command(run: Run, run_dir: str | Path, data_dir: str | Path | None = None,
@@ -146,6 +184,10 @@ def run_environment(run: Run, attempt_log: str | Path) -> dict[str, str]:
     """Environment of a run's verl processes: the model's variables and the file logger's path."""
     env = {str(k): str(v) for k, v in run.settings.get("env", {}).items()}
     env["VERL_FILE_LOGGER_PATH"] = str(Path(attempt_log).absolute())
+    if run.settings.get("device", "cuda") == "cpu":
+        from dara.verl_plugin.cpu import worker_environment
+
+        env = worker_environment(env)
     return env
 
 
@@ -192,7 +234,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("action", choices=["list", "command", "train"])
     parser.add_argument("--experiment", default="paper", help="scale name or experiment yaml (default: paper)")
     parser.add_argument("--target", default=None, help="list: only this target's runs")
-    parser.add_argument("--run-dir", help="command / train: the run's folder (dara.runs layout)")
+    parser.add_argument("--run-dir", help="command / train: the run's folder (dara.runs layout), relative to the "
+                                          "working directory (the repository root in the workflow)")
     parser.add_argument("--data-dir", default=None, help="prepared datasets (default: settings.paper.data_dir)")
     args = parser.parse_args(argv)
     experiment = load_experiment(args.experiment)
@@ -207,12 +250,12 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"{args.action} needs --run-dir")
     run = find_run_by_dir(experiment, args.run_dir)
     if args.action == "command":
-        run_dir = REPO_ROOT / run.run_dir
+        run_dir = Path.cwd() / run.run_dir
         env = run_environment(run, run_dir / "verl_logs" / "attempt1.jsonl")
         print(" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()),
               shlex.join(verl_command(run, run_dir, args.data_dir, env)))
         return
-    print(train(run, data_dir=args.data_dir))
+    print(train(run, base=Path.cwd(), data_dir=args.data_dir))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,10 @@ Settings live under ``algorithm.dara`` (added with Hydra's ``+algorithm.dara.<ke
     static_weights: null                 # static_sym / static_asym only, e.g. [1.0, 5.0]
     tau: 1.0e-8
     eps: 1.0e-6
+    gd2po_sign_eps: 1.0e-8               # GD2PO-Hard: |Z| at or below this is neutral, not a sign
+    dvao_eps: 1.0e-8                     # DVAO: a group denominator at or below this gives advantage 0
+    singleton_groups: zero               # a one-response group: "zero" (advantage 0, inactive, counted in
+                                         # dara/singleton_groups) or "raise"
 
 Metric names avoid "max", "min", "sum" and "total": verl's V1 aggregator reads those words as reductions.
 """
@@ -27,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from dara.advantages import EPS, TAU, W_MAX, compute_advantages
+from dara.advantages import DVAO_DENOM_EPS, EPS, SIGN_EPS, TAU, W_MAX, compute_advantages
 from dara.methods import TABLE as METHOD_TABLE
 from dara.methods import get_method
 
@@ -50,6 +54,11 @@ class DaraSettings:
     static_weights: tuple[float, ...] | None = None
     tau: float = TAU
     eps: float = EPS
+    gd2po_sign_eps: float = SIGN_EPS
+    dvao_eps: float = DVAO_DENOM_EPS
+    # verl can hand over a group of one response (failed rollouts, filters that drop rows): a long run logs it
+    # (dara/singleton_groups) and goes on, where the library's default refuses such a batch.
+    singleton_groups: str = "zero"
 
     @classmethod
     def from_algorithm_config(cls, config: Any) -> "DaraSettings":
@@ -59,7 +68,8 @@ class DaraSettings:
                 "the DARA estimators need an `algorithm.dara` section with at least reward_keys, "
                 "e.g. `+algorithm.dara.reward_keys=[format,correctness]`"
             )
-        known = {"reward_keys", "w_max", "batch_norm", "static_weights", "tau", "eps"}
+        known = {"reward_keys", "w_max", "batch_norm", "static_weights", "tau", "eps", "gd2po_sign_eps", "dvao_eps",
+                 "singleton_groups"}
         unknown = sorted(set(_keys(section)) - known)
         if unknown:
             raise ValueError(f"unknown keys in algorithm.dara: {unknown}; known keys: {sorted(known)}")
@@ -78,6 +88,9 @@ class DaraSettings:
         if batch_norm not in ("token", "response"):
             raise ValueError(f"algorithm.dara.batch_norm must be 'token' or 'response', got {batch_norm!r}")
         static = _get(section, "static_weights")
+        singletons = str(_get(section, "singleton_groups", "zero"))
+        if singletons not in ("zero", "raise"):
+            raise ValueError(f"algorithm.dara.singleton_groups must be 'zero' or 'raise', got {singletons!r}")
         return cls(
             reward_keys=keys,
             w_max=float(_get(section, "w_max", 5.0)),
@@ -85,6 +98,9 @@ class DaraSettings:
             static_weights=None if static is None else tuple(float(w) for w in static),
             tau=float(_get(section, "tau", 1e-8)),
             eps=float(_get(section, "eps", 1e-6)),
+            gd2po_sign_eps=float(_get(section, "gd2po_sign_eps", 1e-8)),
+            dvao_eps=float(_get(section, "dvao_eps", 1e-8)),
+            singleton_groups=singletons,
         )
 
 
@@ -130,11 +146,13 @@ def dara_advantages(
     mask = response_mask.to(torch.float32)
     rewards = reward_columns(non_tensor_batch, settings.reward_keys, mask.shape[0])
     lengths = mask.sum(dim=-1)
-    options = dict(tau=settings.tau, eps=settings.eps, channel_names=list(settings.reward_keys))
+    options = dict(tau=settings.tau, eps=settings.eps, channel_names=list(settings.reward_keys),
+                   singletons=settings.singleton_groups)
     if spec.formula == "grpo":
         result = compute_advantages("gdpo", rewards, index, batch_norm="none", **options)
         summed = (token_level_rewards * mask).sum(dim=-1, keepdim=True).detach().cpu().to(torch.float64)
-        scalar = compute_advantages("grpo", summed, index, tau=settings.tau, eps=settings.eps).advantages
+        scalar = compute_advantages("grpo", summed, index, tau=settings.tau, eps=settings.eps,
+                                    singletons=settings.singleton_groups).advantages
         result = _with_advantages(result, scalar)
     else:
         if spec.needs_static_weights:
@@ -145,6 +163,10 @@ def dara_advantages(
                 options["lengths"] = lengths.detach().cpu()
         if spec.is_density_weighted:
             options["w_max"] = settings.w_max
+        if spec.drops_conflicts:
+            options["sign_eps"] = settings.gd2po_sign_eps
+        if spec.formula == "dvao":
+            options["dvao_eps"] = settings.dvao_eps
         result = compute_advantages(method, rewards, index, **options)
     scalar = result.advantages.to(device=mask.device, dtype=torch.float32)
     return scalar.unsqueeze(-1) * mask, result
@@ -158,7 +180,7 @@ def named_metrics(result, method: str, settings: DaraSettings, non_tensor_batch:
     columns = reward_columns(non_tensor_batch, settings.reward_keys, n_rows)
     for position, key in enumerate(settings.reward_keys):
         metrics[f"{METRIC_PREFIX}/reward/{key}"] = float(columns[:, position].mean())
-    if method == "gd2po_hard":
+    if get_method(method).drops_conflicts:
         metrics[f"{METRIC_PREFIX}/gd2po_hard/keep_ratio"] = 1.0 - result.metrics["gd2po_hard/conflict_ratio"]
     return metrics
 

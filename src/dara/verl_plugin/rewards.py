@@ -108,6 +108,14 @@ def compute_math_score(
     return _scored(outcomes)
 
 
+def compute_tiny_task_score(data_source: str, solution_str: str, ground_truth: str, extra_info: dict | None = None,
+                            **kwargs: Any) -> dict[str, float]:
+    """A tiny task's rewards (`dara.verl_plugin.tiny_data.compute_tiny_task_score`), for the verl CPU scale."""
+    from dara.verl_plugin.tiny_data import compute_tiny_task_score as score
+
+    return score(data_source, solution_str, ground_truth, extra_info, **kwargs)
+
+
 def _token_count_manager():
     """Build the reward manager class lazily: verl's reward loop is heavy to import."""
     from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager

@@ -1,0 +1,70 @@
+"""verl on CPU: the settings a run needs (this module imports no verl; the backend is `dara.verl_plugin.cpu_backend`).
+
+A paper experiment selects it with ``device: cpu`` in ``settings.paper``; the launcher
+(`dara.verl_backend.launch.verl_overrides`) then adds `CPU_OVERRIDES` and passes `worker_environment` to every verl
+process, the driver and the Ray workers alike. Written for verl 0.9.1 only (`dara.verl_plugin.VERL_VERSION`).
+
+What it covers: one training process (world size 1) with FSDP2 on CPU, a reference policy, KL in the loss or in
+the reward, checkpoints and their Hugging Face export, and a transformers model as the rollout engine. What it does
+not: vLLM or SGLang, several processes or nodes, throughput. It exists to run verl's real training loop (the V1
+trainer, TransferQueue, the agent loop, the reward loop, weight sync, checkpointing) with a tiny model on a laptop.
+See docs/paper_scale.md, "verl on CPU".
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dara
+
+# The module verl imports in every process (``VERL_USE_EXTERNAL_MODULES``): it installs the CPU backend.
+BACKEND_MODULE = "dara.verl_plugin.cpu_backend"
+ROLLOUT_NAME = "hf"  # the rollout backend the backend registers (a transformers model served from a Ray actor)
+
+# verl config values of a CPU run. Each is required: the run stops without it, or falls back to a GPU path.
+CPU_OVERRIDES = {
+    "trainer.device": "cpu",
+    "trainer.nnodes": 1,
+    "trainer.n_gpus_per_node": 1,             # one training process; Ray is told it has one (logical) GPU for it
+    "ray_kwargs.ray_init.num_gpus": 1,        # verl's resource pool always asks Ray for GPUs
+    "ray_kwargs.ray_init.num_cpus": 16,       # logical CPUs: every verl actor reserves one, whatever the cores
+    "actor_rollout_ref.actor.strategy": "fsdp2",
+    "actor_rollout_ref.ref.strategy": "fsdp2",
+    "actor_rollout_ref.rollout.name": ROLLOUT_NAME,
+    "actor_rollout_ref.rollout.tensor_model_parallel_size": 1,  # one rollout process per replica
+    "actor_rollout_ref.rollout.calculate_log_probs": True,  # logs how far rollout and actor log-probs differ
+    "actor_rollout_ref.rollout.agent.num_workers": 1,
+    "actor_rollout_ref.model.override_config.attn_implementation": "eager",  # verl's default needs flash-attn
+    "reward.num_workers": 1,
+    "data.dataloader_num_workers": 0,
+    "transfer_queue.backend.SimpleStorage.num_data_storage_units": 1,
+}
+
+
+def source_root() -> Path:
+    """The folder holding the ``dara`` package that is running now (a checkout's ``src`` or site-packages)."""
+    return Path(dara.__file__).resolve().parent.parent
+
+
+def worker_environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    """``env`` plus what every verl process of a CPU run needs, all values strings (Ray refuses others).
+
+    PYTHONPATH starts with the folder of the running ``dara`` package, so Ray workers import this very code (not
+    another installed copy); ``VERL_USE_EXTERNAL_MODULES`` makes ``import verl`` load the backend;
+    ``VERL_PLATFORM`` selects its platform; ``VERL_ENGINE_DEVICE=cuda`` makes verl pick its FSDP training engine,
+    which is registered for accelerators only and runs on CPU once the platform is ``cpu``.
+    """
+    out = {str(k): str(v) for k, v in (env or {}).items()}
+    modules = [m for m in out.get("VERL_USE_EXTERNAL_MODULES", os.environ.get("VERL_USE_EXTERNAL_MODULES", ""))
+               .split(",") if m]
+    if BACKEND_MODULE not in modules:
+        modules.append(BACKEND_MODULE)
+    out["VERL_USE_EXTERNAL_MODULES"] = ",".join(modules)
+    out["VERL_PLATFORM"] = "cpu"
+    out["VERL_ENGINE_DEVICE"] = "cuda"
+    out.setdefault("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
+    paths = [p for p in out.get("PYTHONPATH", os.environ.get("PYTHONPATH", "")).split(os.pathsep) if p]
+    root = str(source_root())
+    out["PYTHONPATH"] = os.pathsep.join([root] + [p for p in paths if p != root])
+    return out

@@ -1,0 +1,552 @@
+"""The CPU backend of verl 0.9.1, installed from outside verl: ``VERL_USE_EXTERNAL_MODULES=dara.verl_plugin.cpu_backend``.
+
+verl imports the modules named there at the end of ``import verl``, in the driver and in every Ray worker, before
+any trainer, worker or rollout code runs; importing this one calls `install`. Nothing of verl is edited. Each piece
+replaces one thing that stops stock verl on a machine without an accelerator:
+
+1. Platform. verl knows nvidia, npu and rocm platforms only (``verl.plugin.platform``) and falls back to nvidia.
+   `PlatformCPU` is registered as ``cpu`` (selected with ``VERL_PLATFORM=cpu``): device name ``cpu``, the gloo
+   collective backend, a device module whose memory and stream calls are no-ops (`_CPUDeviceModule`), and a Ray
+   resource named GPU, which the launcher declares once (``ray_init.num_gpus=1``) because verl's resource pool
+   always asks Ray for GPUs.
+2. Process group. `verl.utils.distributed.initialize_global_process_group_ray` builds the backend string
+   ``cpu:gloo,<device>:<backend>``, which is ``cpu:gloo,cpu:gloo`` here and torch rejects; the replacement uses
+   plain ``gloo`` when the platform is ``cpu`` and calls verl's function otherwise.
+3. Reference-policy offload. verl's FSDP2 engine gives forward-only models (the reference policy)
+   ``CPUOffloadPolicy(pin_memory=True)`` (`verl.workers.engine.fsdp.transformer_impl`); pinning memory needs an
+   accelerator. `_UnpinnedCPUOffloadPolicy` is the same policy with ``pin_memory=False``, put in place of torch's
+   class where verl imports it from.
+4. Rollout. verl's rollout backends are vLLM, SGLang and TensorRT-LLM, none of which runs here. The ``hf`` backend
+   serves a transformers model from a Ray actor (`HFServer`, launched by `HFReplica`, verl's
+   ``RolloutReplica`` interface) and receives the actor's weights through verl's own colocated weight-sync path
+   (checkpoint engine ``naive``: the training worker calls `HFServerAdapter.update_weights` with the FSDP
+   model's full parameters before every rollout), so every step generates with that step's policy.
+
+5. trl. When trl is installed, verl's model patching (`verl.models.transformers.monkey_patch.apply_monkey_patch`)
+   imports trl's ``AutoModelForCausalLMWithValueHead``, which recent trl releases no longer have, and fails on the
+   import. `verl.utils.import_utils.is_trl_available` is replaced by a check that the class is importable: without
+   it the patch (a state_dict fix for value-head models, which this backend never builds) is skipped.
+
+`install` refuses any verl version but `dara.verl_plugin.VERL_VERSION`: each piece depends on internals of that
+release.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import threading
+from importlib.metadata import version
+from typing import Any
+
+import torch
+
+from dara.verl_plugin import VERL_VERSION
+from dara.verl_plugin.cpu import ROLLOUT_NAME
+
+logger = logging.getLogger(__name__)
+PLATFORM_NAME = "cpu"
+_INSTALLED = False
+
+
+def check_verl_version() -> str:
+    found = version("verl")
+    if found != VERL_VERSION:
+        raise RuntimeError(
+            f"dara's verl CPU backend is written for verl {VERL_VERSION} and patches its internals; found verl "
+            f"{found}. Install verl=={VERL_VERSION} or drop device: cpu."
+        )
+    return found
+
+
+# --- 1. platform -----------------------------------------------------------------------------------------------
+
+
+class _CPUDeviceModule:
+    """What verl calls on ``get_torch_device()``: torch.cpu's functions, no-ops for accelerator memory and caches."""
+
+    def __getattr__(self, name: str):
+        return getattr(torch.cpu, name)
+
+    @staticmethod
+    def is_available() -> bool:
+        return True
+
+    @staticmethod
+    def device_count() -> int:
+        return 1
+
+    @staticmethod
+    def current_device() -> str:
+        return "cpu"  # verl passes it as a device (tensor.to(get_device_id())); torch.cpu.current_device() agrees
+
+    @staticmethod
+    def get_device_name(*_args) -> str:
+        return "cpu"
+
+    @staticmethod
+    def set_device(*_args) -> None:
+        return None
+
+    @staticmethod
+    def synchronize(*_args) -> None:
+        return None
+
+    @staticmethod
+    def empty_cache() -> None:
+        return None
+
+    @staticmethod
+    def ipc_collect() -> None:
+        return None
+
+    @staticmethod
+    def set_per_process_memory_fraction(*_args, **_kwargs) -> None:
+        return None
+
+    @staticmethod
+    def get_rng_state(*_args) -> torch.Tensor:
+        return torch.get_rng_state()
+
+    @staticmethod
+    def set_rng_state(state, *_args) -> None:
+        torch.set_rng_state(state)
+
+    @staticmethod
+    def mem_get_info(*_args) -> tuple[int, int]:
+        pages, size = os.sysconf("SC_AVPHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+        return pages * size, os.sysconf("SC_PHYS_PAGES") * size
+
+    @staticmethod
+    def memory_allocated(*_args) -> int:
+        return 0
+
+    memory_reserved = max_memory_allocated = max_memory_reserved = memory_allocated
+
+
+def _platform_class():
+    from verl.plugin.platform.platform_base import PlatformBase
+
+    class PlatformCPU(PlatformBase):
+        """verl platform ``cpu`` (see the module docstring, item 1)."""
+
+        _device_module = _CPUDeviceModule()
+
+        @property
+        def device_name(self) -> str:
+            return "cpu"
+
+        @property
+        def vendor_name(self) -> str:
+            return "cpu"
+
+        @property
+        def device_module(self):
+            return self._device_module
+
+        def is_available(self) -> bool:
+            return True
+
+        def is_platform_available(self, use_smi_check=False) -> bool:
+            return False  # never auto-detected: selected with VERL_PLATFORM=cpu only
+
+        def current_device(self) -> str:
+            return "cpu"  # used as a device argument throughout verl (get_device_id)
+
+        def device_count(self) -> int:
+            return 1
+
+        def set_device(self, device_index: int) -> None:
+            return None
+
+        def synchronize(self, device_index=None) -> None:
+            return None
+
+        def manual_seed(self, seed: int) -> None:
+            torch.manual_seed(seed)
+
+        def manual_seed_all(self, seed: int) -> None:
+            torch.manual_seed(seed)
+
+        def set_allocator_settings(self, settings: str) -> None:
+            return None
+
+        def empty_cache(self) -> None:
+            return None
+
+        def get_device_capability(self, device_index: int = 0):
+            return None, None
+
+        def communication_backend_name(self) -> str:
+            return "gloo"
+
+        def visible_devices_envvar(self) -> str:
+            return "CUDA_VISIBLE_DEVICES"
+
+        def ray_resource_name(self) -> str:
+            return "GPU"
+
+        def ray_resource_options(self, num_gpus: float) -> dict[str, Any]:
+            return {"num_gpus": num_gpus}
+
+        def ray_noset_envvars(self) -> list[str]:
+            return []
+
+        def is_ipc_supported(self) -> bool:
+            return False
+
+        def rollout_env_vars(self) -> dict[str, str]:
+            return {}
+
+        @contextlib.contextmanager
+        def nvtx_range(self, msg: str):
+            yield
+
+        def profiler_start(self) -> None:
+            return None
+
+        def profiler_stop(self) -> None:
+            return None
+
+        def cudart(self):
+            return None
+
+    return PlatformCPU
+
+
+def _on_cpu() -> bool:
+    from verl.utils.device import get_device_name
+
+    return get_device_name() == PLATFORM_NAME
+
+
+# --- 2. process group ------------------------------------------------------------------------------------------
+
+
+def _patch_process_group() -> None:
+    import verl.utils.distributed as distributed
+
+    original = distributed.initialize_global_process_group_ray
+    if getattr(original, "_dara_cpu", False):
+        return
+
+    def initialize_global_process_group_ray(timeout_second=None, backend=None):
+        if _on_cpu() and (backend is None or "gloo" in backend):
+            backend = "gloo"  # "cpu:gloo,cpu:gloo" names the cpu device twice, which torch refuses
+        return original(timeout_second=timeout_second, backend=backend)
+
+    initialize_global_process_group_ray._dara_cpu = True
+    initialize_global_process_group_ray.__doc__ = original.__doc__
+    distributed.initialize_global_process_group_ray = initialize_global_process_group_ray
+
+
+# --- 3. reference-policy offload without pinned memory ---------------------------------------------------------
+
+
+def _patch_offload_policy() -> None:
+    import sys
+
+    import torch.distributed.fsdp as fsdp
+
+    base = fsdp.CPUOffloadPolicy
+    if getattr(base, "_dara_cpu", False):
+        return
+
+    class _UnpinnedCPUOffloadPolicy(base):
+        """torch's CPUOffloadPolicy; on the cpu platform pin_memory is off (pinning needs an accelerator)."""
+
+        _dara_cpu = True
+
+        def __init__(self, pin_memory: bool = True, **kwargs):
+            super().__init__(pin_memory=pin_memory and not _on_cpu(), **kwargs)
+
+    _UnpinnedCPUOffloadPolicy.__name__ = "CPUOffloadPolicy"
+    fsdp.CPUOffloadPolicy = _UnpinnedCPUOffloadPolicy
+    # verl takes the class from torch when verl.utils.fsdp_utils is imported; if that already happened, swap it there
+    for name in ("verl.utils.fsdp_utils", "verl.workers.engine.fsdp.transformer_impl"):
+        module = sys.modules.get(name)
+        if module is not None and getattr(module, "CPUOffloadPolicy", None) is base:
+            module.CPUOffloadPolicy = _UnpinnedCPUOffloadPolicy
+
+
+# --- 5. trl without the value-head class -----------------------------------------------------------------------
+
+
+def _trl_has_value_head() -> bool:
+    import importlib.util
+
+    if importlib.util.find_spec("trl") is None:
+        return False
+    for module in ("trl.experimental.ppo", "trl"):
+        try:
+            if hasattr(__import__(module, fromlist=["AutoModelForCausalLMWithValueHead"]),
+                       "AutoModelForCausalLMWithValueHead"):
+                return True
+        except ImportError:
+            continue
+    return False
+
+
+def _patch_trl_check() -> None:
+    import verl.utils.import_utils as import_utils
+
+    if getattr(import_utils.is_trl_available, "_dara_cpu", False):
+        return
+    available = functools.cache(_trl_has_value_head)
+    available._dara_cpu = True
+    import_utils.is_trl_available = available
+
+
+# --- 4. the hf rollout -----------------------------------------------------------------------------------------
+
+
+def _get(config, key: str, default=None):
+    if config is None:
+        return default
+    if hasattr(config, "get"):
+        try:
+            return config.get(key, default)
+        except Exception:  # a dataclass whose get() has another signature
+            pass
+    return getattr(config, key, default)
+
+
+def server_name(replica_rank: int) -> str:
+    return f"{ROLLOUT_NAME}_server_{replica_rank}"
+
+
+class HFServer:
+    """A Ray actor serving a transformers causal LM with verl's token-in-token-out ``generate`` interface.
+
+    Requests run one at a time (a lock; the model is small and the machine has few cores). Log-probs are those of
+    the sampled tokens under ``softmax(logits / temperature)`` of the raw logits, which is what verl's actor
+    computes, so ``training/rollout_probs_diff_*`` measures weight staleness and numerics only.
+    """
+
+    def __init__(self, config, model_config, replica_rank: int = 0):
+        from transformers import AutoModelForCausalLM
+
+        torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", "1"))))
+        self.config = config
+        path = _get(model_config, "local_path") or _get(model_config, "path")
+        if not path or not os.path.isdir(path):
+            raise FileNotFoundError(f"the hf rollout needs a local model folder, got {path!r}")
+        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="eager")
+        self.model.eval()
+        eos = self.model.generation_config.eos_token_id
+        if eos is None:
+            eos = self.model.config.eos_token_id
+        self.eos_token_ids = [eos] if isinstance(eos, int) else list(eos or [])
+        pad = self.model.generation_config.pad_token_id
+        self.pad_token_id = pad if pad is not None else (self.eos_token_ids[0] if self.eos_token_ids else 0)
+        self.replica_rank = replica_rank
+        self.global_steps = None
+        self.weight_loads = 0
+        self._lock = threading.Lock()
+        seed = _get(config, "seed", 0)
+        self._generator_seed = int(seed if seed is not None else 0)
+        torch.manual_seed(self._generator_seed)
+
+    # generation ----------------------------------------------------------------------------------------------
+
+    async def generate(self, prompt_ids, sampling_params: dict, request_id: str, image_data=None, video_data=None,
+                       **unused):
+        if image_data or video_data:
+            raise NotImplementedError("the hf rollout serves text models only")
+        return await asyncio.to_thread(self._generate, list(prompt_ids), dict(sampling_params))
+
+    @torch.no_grad()
+    def _generate(self, prompt_ids: list[int], params: dict):
+        from transformers import GenerationConfig
+        from verl.workers.rollout.replica import TokenOutput
+
+        temperature = float(params.get("temperature", 1.0) or 0.0)
+        top_p = float(params.get("top_p", 1.0) or 1.0)
+        top_k = int(params.get("top_k", -1) or -1)
+        max_len = int(_get(self.config, "max_model_len", 0) or 0) or int(
+            _get(self.config, "prompt_length", 0)) + int(_get(self.config, "response_length", 0))
+        max_new = min(int(_get(self.config, "response_length")), max_len - len(prompt_ids))
+        if max_new < 1:
+            raise ValueError(f"prompt of {len(prompt_ids)} tokens leaves no room within {max_len} tokens")
+        greedy = temperature <= 0
+        generation = GenerationConfig(
+            do_sample=not greedy, temperature=None if greedy else temperature, top_p=None if greedy else top_p,
+            top_k=None if greedy or top_k <= 0 else top_k, max_new_tokens=max_new,
+            eos_token_id=self.eos_token_ids or None, pad_token_id=self.pad_token_id,
+            output_logits=True, return_dict_in_generate=True,
+        )
+        with self._lock:
+            ids = torch.tensor([prompt_ids], dtype=torch.long)
+            out = self.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=generation)
+        tokens = out.sequences[0, len(prompt_ids):].tolist()
+        for position, token in enumerate(tokens):  # keep up to and including the first EOS, as vLLM returns it
+            if token in self.eos_token_ids:
+                tokens = tokens[: position + 1]
+                break
+        logits = torch.stack(out.logits, dim=1)[0, : len(tokens)].float()
+        scaled = logits if greedy else logits / temperature
+        log_probs = torch.log_softmax(scaled, dim=-1).gather(-1, torch.tensor(tokens).unsqueeze(-1)).squeeze(-1)
+        return TokenOutput(token_ids=tokens, log_probs=log_probs.tolist() if params.get("logprobs") else None,
+                           stop_reason="completed", extra_fields={"global_steps": self.global_steps})
+
+    # weights -------------------------------------------------------------------------------------------------
+
+    def load_weights(self, state: dict[str, torch.Tensor], global_steps=None) -> dict[str, Any]:
+        """Copy the actor's parameters (Hugging Face names) into the served model; every parameter must arrive."""
+        with self._lock:
+            own = dict(self.model.named_parameters())
+            unknown = sorted(set(state) - set(self.model.state_dict()))
+            if unknown:
+                raise KeyError(f"the actor sent weights the rollout model lacks: {unknown[:5]}")
+            tied = {"lm_head.weight"} if getattr(self.model.config, "tie_word_embeddings", False) else set()
+            missing = sorted(set(own) - set(state) - tied)
+            if missing:
+                raise KeyError(f"the actor's weights lack rollout parameters {missing[:5]}")
+            self.model.load_state_dict(state, strict=False)
+            if tied and "lm_head.weight" not in state:
+                self.model.tie_weights()
+            self.weight_loads += 1
+            if global_steps is not None:
+                self.global_steps = global_steps
+        return self.weight_info()
+
+    def weight_info(self) -> dict[str, Any]:
+        """How often weights arrived and a checksum of the served parameters (for tests and debugging)."""
+        total = sum(float(p.detach().double().sum()) for p in self.model.parameters())
+        return {"weight_loads": self.weight_loads, "param_checksum": total, "global_steps": self.global_steps}
+
+    def set_global_steps(self, global_steps) -> None:
+        self.global_steps = global_steps
+
+    # verl's server controls: the model lives in host memory, so there is nothing to free or restore -----------
+
+    async def wake_up(self, tags=None):
+        return None
+
+    async def sleep(self):
+        return None
+
+    async def clear_kv_cache(self):
+        return None
+
+    async def release_kv_cache(self):
+        return None
+
+    async def resume_kv_cache(self):
+        return None
+
+    async def wait_for_requests_to_drain(self):
+        return None
+
+    async def abort_all_requests(self, reject_request: bool = False):
+        return {"aborted_count": 0, "request_ids": []}
+
+    async def resume_generation(self):
+        return None
+
+    async def start_profile(self, **kwargs):
+        return None
+
+    async def stop_profile(self):
+        return None
+
+
+def _rollout_classes():
+    import ray
+    from verl.workers.rollout.base import BaseRollout
+    from verl.workers.rollout.replica import RolloutReplica
+
+    class HFReplica(RolloutReplica):
+        """One `HFServer` per replica (world size 1: tensor/pipeline/data parallel sizes must be 1)."""
+
+        async def launch_servers(self):
+            if self.world_size != 1:
+                raise ValueError(f"the hf rollout runs one process per replica; got world size {self.world_size}")
+            name = server_name(self.replica_rank) + self.name_suffix
+            server = ray.remote(HFServer).options(name=name, num_cpus=0, max_concurrency=self.max_concurrency).remote(
+                config=self.config, model_config=self.model_config, replica_rank=self.replica_rank)
+            await server.set_global_steps.remote(None)  # waits until the model is loaded
+            self.servers = [server]
+            self._server_handle = server
+            self._server_address = name  # the load balancer keys servers by this string; no HTTP here
+
+    class HFServerAdapter(BaseRollout):
+        """The training worker's side of the hf rollout: hands the FSDP model's weights to `HFServer`."""
+
+        def __init__(self, config, model_config, device_mesh, replica_rank: int = -1):
+            super().__init__(config, model_config, device_mesh)
+            rank = int(os.environ.get("RANK", "0"))
+            world = (self.config.tensor_model_parallel_size * self.config.data_parallel_size
+                     * self.config.pipeline_model_parallel_size)
+            self.replica_rank = rank // world if replica_rank == -1 else replica_rank
+            self._has_server = rank % world == 0
+            self._server = None
+
+        def _handle(self):
+            if self._server is None:
+                self._server = ray.get_actor(server_name(self.replica_rank))
+            return self._server
+
+        async def resume(self, tags: list[str]):
+            return None  # weights and cache stay in host memory
+
+        async def release(self):
+            return None
+
+        @torch.no_grad()
+        async def update_weights(self, weights, global_steps: int | None = None, wire_format: str = "named_tensors",
+                                 peft_config=None, **unused):
+            from verl.workers.rollout.utils import ensure_async_iterator
+
+            if wire_format != "named_tensors":
+                raise NotImplementedError(f"the hf rollout takes full tensors, not {wire_format!r}")
+            if peft_config is not None:
+                raise NotImplementedError("the hf rollout does not serve LoRA adapters; merge them (lora.merge)")
+            state = {}
+            async for name, tensor in ensure_async_iterator(weights):
+                if hasattr(tensor, "full_tensor"):
+                    tensor = tensor.full_tensor()
+                state[name] = tensor.detach().to("cpu", copy=True)
+            if self._has_server:
+                info = await self._handle().load_weights.remote(state, global_steps)
+                logger.info("hf rollout: weights loaded (%s)", info)
+
+    return HFReplica, HFServerAdapter
+
+
+def __getattr__(name: str):
+    # verl resolves rollout classes by dotted name (verl.workers.rollout.base._ROLLOUT_REGISTRY); build them lazily
+    if name in ("HFReplica", "HFServerAdapter"):
+        replica, adapter = _rollout_classes()
+        globals().update(HFReplica=replica, HFServerAdapter=adapter)
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _register_rollout() -> None:
+    from verl.workers.rollout import base, replica
+
+    base._ROLLOUT_REGISTRY[(ROLLOUT_NAME, "async")] = f"{__name__}.HFServerAdapter"
+    replica.RolloutReplicaRegistry.register(ROLLOUT_NAME, lambda: __getattr__("HFReplica"))
+
+
+def install() -> None:
+    """Install the four pieces (idempotent). Run when verl imports this module."""
+    global _INSTALLED
+    if _INSTALLED:
+        return
+    check_verl_version()
+    from verl.plugin.platform.platform_manager import PlatformRegistry
+
+    PlatformRegistry.register(platform=PLATFORM_NAME)(_platform_class())
+    _patch_process_group()
+    _patch_offload_policy()
+    _register_rollout()
+    _patch_trl_check()
+    _INSTALLED = True
+
+
+install()

@@ -1,0 +1,118 @@
+"""verl's real training loop on CPU, end to end: a 2-step DARA-Asym run of the tiny tool-calling task through
+``python -m dara.verl_backend.launch train`` (dara_sync trainer, reference policy, hf rollout), then a kill and a
+resume. Slow (a few minutes on 2 cores): Ray start-up dominates."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+pytest.importorskip("verl")
+pytest.importorskip("ray")
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
+RUN_DIR = "results/verl_cpu/runs/toolcall-tiny/dara_asym/G4/seed0"  # dara.runs layout, under the test's folder
+TASK_OPTIONS = {"format_rate": 0.03, "think_filler_max": 0}
+
+
+def _ray_processes() -> list[str]:
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout.splitlines()
+    return [line for line in out if ("ray::" in line or "raylet" in line or "gcs_server" in line)
+            and "grep" not in line]
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    from dara.tiny.warmstart import warm_start
+    from dara.verl_plugin.tiny_data import prepare
+
+    base = tmp_path_factory.mktemp("verl_cpu")
+    warm_start("toolcall", TASK_OPTIONS, base / "policy", vocab_size=400, corpus_items=200, sft_steps=20,
+               sft_batch_size=16, probe_prompts=2, probe_group_size=2,
+               model={"hidden_size": 32, "layers": 1, "heads": 2, "kv_heads": 1, "intermediate_size": 64,
+                      "max_positions": 256})
+    prepare("toolcall", TASK_OPTIONS, base / "policy", base / "data" / "toolcall", train_items=16, test_items=4)
+    experiment = yaml.safe_load((ROOT / "experiments" / "verl_cpu.yaml").read_text())
+    paper = experiment["settings"]["paper"]
+    paper["data_dir"] = str(base / "data")
+    paper["models"] = {"tiny": {"hf_id": str(base / "data" / "toolcall" / "policy"),
+                                "resources": {"nodes": 1, "gpus_per_node": 1, "gpu_model": "cpu",
+                                              "runtime_minutes": 10}}}
+    paper["primary_models"] = {"toolcall": "tiny"}
+    paper["target_models"] = {"toolcall": ["tiny"]}
+    paper["verl"].update({"trainer.save_freq": 1, "trainer.test_freq": -1})
+    del experiment["tasks"]["math_length"], experiment["targets"]["math_length"]
+    experiment["tasks"]["toolcall"]["settings"]["paper"].update(steps=2, responses_per_step=8, mini_batch_responses=8)
+    experiment["targets"]["toolcall"]["methods"] = ["dara_asym"]
+    path = base / "verl_cpu.yaml"
+    path.write_text(yaml.safe_dump(experiment))
+    return base, path
+
+
+def _launch(base: Path, experiment: Path, steps: int | None = None) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+    command = [sys.executable, "-m", "dara.verl_backend.launch", "train", "--experiment", str(experiment),
+               "--run-dir", RUN_DIR]
+    return subprocess.Popen(command, env=env, cwd=base, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+
+
+def test_two_steps_then_kill_and_resume(setup):
+    from transformers import AutoModelForCausalLM
+
+    base, experiment = setup
+    before = set(_ray_processes())
+    started = time.perf_counter()
+    process = _launch(base, experiment)
+    output, _ = process.communicate(timeout=900)
+    assert process.returncode == 0, output[-6000:]
+    run_dir = base / RUN_DIR
+    frame = pd.read_parquet(run_dir / "metrics.parquet")
+    assert frame["step"].tolist() == [1, 2]
+    for column in ("density/format", "density/correctness", "weight/format", "weight/correctness",
+                   "reward/format", "reward/correctness"):
+        assert column in frame and frame[column].notna().all(), column
+    # a barely warm-started policy often scores every response of a group alike (zero advantages); the KL loss to the
+    # reference still moves it once the actor has left the reference (step 2)
+    assert (frame["verl/actor/grad_norm"] > 0).any()
+    # the rollout generated with each step's weights: its log-probs are the actor's
+    assert (frame["verl/training/rollout_probs_diff_mean"] < 1e-3).all()
+    for step in (1, 2):
+        export = run_dir / "checkpoints" / f"step{step}"
+        model = AutoModelForCausalLM.from_pretrained(export)
+        assert sum(p.numel() for p in model.parameters()) > 0
+    first_seconds = time.perf_counter() - started
+
+    # kill a resumed run (configured for 3 steps) while it trains, then let a fresh attempt finish from step 2
+    config = yaml.safe_load(experiment.read_text())
+    config["tasks"]["toolcall"]["settings"]["paper"]["steps"] = 3
+    experiment.write_text(yaml.safe_dump(config))
+    process = _launch(base, experiment)
+    time.sleep(20)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    subprocess.run([str(Path(sys.executable).with_name("ray")), "stop", "--force"], capture_output=True)
+    process = _launch(base, experiment)
+    output, _ = process.communicate(timeout=900)
+    assert process.returncode == 0, output[-6000:]
+    frame = pd.read_parquet(run_dir / "metrics.parquet")
+    assert frame["step"].tolist() == [1, 2, 3]
+    assert (run_dir / "checkpoints" / "step3" / "config.json").is_file()
+    logs = sorted((run_dir / "verl_logs").glob("attempt*.jsonl"))
+    assert len(logs) == 3
+    # the last attempt resumed from verl's step-2 checkpoint: it logged step 3 only, not a fresh steps 1-3
+    last_attempt_steps = {json.loads(line)["step"] for line in logs[-1].read_text().splitlines() if line.strip()}
+    assert last_attempt_steps == {3}, last_attempt_steps
+    assert not set(_ray_processes()) - before, "Ray left processes behind"
+    print(f"first run: {first_seconds:.0f} s")
