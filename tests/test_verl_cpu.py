@@ -89,7 +89,7 @@ def test_worker_environment_keeps_other_modules_and_strings_only():
 def test_tiny_task_rows_and_reward_score_with_the_tasks_own_score():
     from dara.tasks import get_task
     from dara.verl_plugin.rewards import compute_tiny_task_score
-    from dara.verl_plugin.tiny_data import task_rows
+    from dara.verl_backend.tiny_data import task_rows
 
     options = {"length_budget": 20, "concise_rate": 0.05, "max_checks": 3}
     frame = task_rows("math_length", options, "train", 4)
@@ -99,11 +99,14 @@ def test_tiny_task_rows_and_reward_score_with_the_tasks_own_score():
     extra = {**frame["extra_info"][0], "valid_response_length": 5}
     scores = compute_tiny_task_score(frame["data_source"][0], answer, frame["reward_model"][0]["ground_truth"], extra)
     expected = get_task("math_length", **options).score([answer], [item], [5])[0]
-    assert scores == {"score": float(expected.sum()), "correctness": expected[0], "length": expected[1]}
+    assert scores == {"score": float(expected.sum()), "correctness": expected[0], "length": expected[1],
+                      "parse_failure/correctness": 0.0, "parse_failure/length": 0.0}
     assert scores["correctness"] == 1.0 and scores["length"] == 1.0
     wrong = compute_tiny_task_score("x", "\\boxed{99}", frame["reward_model"][0]["ground_truth"],
                                     {**extra, "valid_response_length": 50})
-    assert wrong["correctness"] == 0.0 and wrong["length"] == 0.0
+    assert wrong["correctness"] == 0.0 and wrong["length"] == 0.0 and wrong["parse_failure/correctness"] == 0.0
+    unreadable = compute_tiny_task_score("x", "no box here", frame["reward_model"][0]["ground_truth"], extra)
+    assert unreadable["correctness"] == 0.0 and unreadable["parse_failure/correctness"] == 1.0
     with pytest.raises(KeyError, match="TokenCountRewardManager"):
         compute_tiny_task_score("x", answer, frame["reward_model"][0]["ground_truth"], frame["extra_info"][0])
 

@@ -35,7 +35,7 @@ def _ray_processes() -> list[str]:
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     from dara.tiny.warmstart import warm_start
-    from dara.verl_plugin.tiny_data import prepare
+    from dara.verl_backend.tiny_data import prepare
 
     base = tmp_path_factory.mktemp("verl_cpu")
     warm_start("toolcall", TASK_OPTIONS, base / "policy", vocab_size=400, corpus_items=200, sft_steps=20,

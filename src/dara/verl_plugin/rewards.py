@@ -23,6 +23,8 @@ metric ``dara/reward_parse_failures/<channel>`` (`parse_failure_metrics_from_ext
 
 from __future__ import annotations
 
+import json
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -108,12 +110,30 @@ def compute_math_score(
     return _scored(outcomes)
 
 
-def compute_tiny_task_score(data_source: str, solution_str: str, ground_truth: str, extra_info: dict | None = None,
-                            **kwargs: Any) -> dict[str, float]:
-    """A tiny task's rewards (`dara.verl_plugin.tiny_data.compute_tiny_task_score`), for the verl CPU scale."""
-    from dara.verl_plugin.tiny_data import compute_tiny_task_score as score
+@lru_cache(maxsize=16)
+def _tiny_task(task_name: str, options_json: str):
+    from dara.tasks import get_task
 
-    return score(data_source, solution_str, ground_truth, extra_info, **kwargs)
+    return get_task(task_name, **json.loads(options_json))
+
+
+def compute_tiny_task_score(data_source: str, solution_str: str, ground_truth: str, extra_info: dict | None = None,
+                            **unused: Any) -> dict[str, float]:
+    """A tiny task's rewards of one response (the verl CPU scale), scored by the task's own ``score_outcomes``:
+    each channel under its name, their sum as ``score``, and each channel's parse-failure flag."""
+    extra_info = extra_info or {}
+    for key in ("task", "task_options", VALID_RESPONSE_LENGTH):
+        if key not in extra_info:
+            raise KeyError(
+                f"compute_tiny_task_score needs extra_info[{key!r}]: make the data with dara.verl_backend.tiny_data "
+                "and select reward.reward_manager.name=TokenCountRewardManager (token_count_reward_manager: true)"
+            )
+    task = _tiny_task(str(extra_info["task"]), str(extra_info["task_options"]))
+    scored = task.score_outcomes([solution_str], [json.loads(ground_truth)], [int(extra_info[VALID_RESPONSE_LENGTH])])
+    outcomes = {name: RewardOutcome(float(scored.rewards[0, k]),
+                                    "unreadable" if scored.parse_failures[0, k] else None)
+                for k, name in enumerate(task.reward_names)}
+    return _scored(outcomes)
 
 
 def _token_count_manager():

@@ -1,7 +1,7 @@
 """A tiny task (`dara.tasks`) as a verl job: parquet data, a reward function that scores with the task's own
 ``score()``, and the tiny warm-started policy made loadable by verl.
 
-    python -m dara.verl_plugin.tiny_data --experiment tiny --task toolcall \\
+    python -m dara.verl_backend.tiny_data --experiment tiny --task toolcall \\
         --policy results/tiny/policies/toolcall --out results/verl_cpu/data/toolcall
 
 writes ``train.parquet`` (``--train-items`` prompts), ``test.parquet`` (held-out prompts) and ``policy/`` (the
@@ -20,14 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from dara.io import write_parquet_atomic
-from dara.verl_plugin.data import check_verl_frame
+from dara.verl_backend.data import check_verl_frame
 
 # The user message, verbatim: the tiny prompt is the whole context the policy was trained on.
 CHAT_TEMPLATE = "{% for message in messages %}{{ message['content'] }}{% endfor %}"
@@ -83,32 +82,6 @@ def prepare(task_name: str, task_options: dict[str, Any], policy: str | Path, ou
         counts[name] = len(frame)
     prepare_policy(policy, out / "policy")
     return counts
-
-
-@lru_cache(maxsize=16)
-def _task(task_name: str, options_json: str):
-    from dara.tasks import get_task
-
-    return get_task(task_name, **json.loads(options_json))
-
-
-def compute_tiny_task_score(data_source: str, solution_str: str, ground_truth: str, extra_info: dict | None = None,
-                            **unused: Any) -> dict[str, float]:
-    """verl reward function: the tiny task's rewards of one response, each under its name, and their sum."""
-    from dara.verl_plugin.rewards import VALID_RESPONSE_LENGTH
-
-    extra_info = extra_info or {}
-    for key in ("task", "task_options", VALID_RESPONSE_LENGTH):
-        if key not in extra_info:
-            raise KeyError(
-                f"compute_tiny_task_score needs extra_info[{key!r}]: make the data with dara.verl_plugin.tiny_data "
-                "and select reward.reward_manager.name=TokenCountRewardManager (token_count_reward_manager: true)"
-            )
-    task = _task(str(extra_info["task"]), str(extra_info["task_options"]))
-    item = json.loads(ground_truth)
-    values = task.score([solution_str], [item], [int(extra_info[VALID_RESPONSE_LENGTH])])[0]
-    components = {name: float(value) for name, value in zip(task.reward_names, values)}
-    return {"score": float(sum(components.values())), **components}
 
 
 def main(argv: list[str] | None = None) -> None:
