@@ -1,0 +1,105 @@
+"""Backends side by side: the same task, method, G and seeds trained by two trainers (the tiny trainer and TRL at
+the CPU scales; verl on CPU and the tiny trainer at the verl_cpu scale).
+
+Per task, the reward each trainer should teach (analysis/config.yaml `backend_comparison`): the first step its batch
+mean reaches the threshold (unsmoothed, the tool study's format_t80) and its final value, per run and as medians
+over seeds. Output: results/<scale>/tables/backends.{csv,md} and figures/backends.{png,pdf}. This is the check that
+the hand-written trainer learns like the library trainers; docs/backends.md says where their defaults differ.
+"""
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dara.analysis import figures, palette
+from dara.analysis.backends import compare_backends
+from dara.analysis.config import load_analysis_config
+from dara.analysis.io import save_figure, write_csv, write_text
+from dara.analysis.runs import load_metrics
+from dara.analysis.summary import seed_band
+from dara.runs import parse_run_dir
+
+LINE_STYLES = ("-", "--", ":", "-.")
+
+
+def _median_step(steps: pd.Series) -> str:
+    """Median first crossing over seeds; a seed that never crosses counts as later than any step."""
+    values = np.sort(steps.fillna(np.inf).to_numpy())
+    median = float(np.median(values)) if len(values) else np.nan
+    return "never" if np.isinf(median) else f"{median:g}"
+
+
+def summary_table(runs: pd.DataFrame, backends: list[str]) -> pd.DataFrame:
+    rows = []
+    for (task, method, group_size), group in runs.groupby(["task", "method", "G"], sort=True):
+        row = {"task": task, "reward": group["reward"].iloc[0], "threshold": group["threshold"].iloc[0],
+               "method": method, "G": group_size}
+        for backend in backends:
+            ran = group[group[f"{backend}/last_step"].notna()]
+            row[f"{backend} seeds"] = len(ran)
+            row[f"{backend} crossing (median)"] = _median_step(ran[f"{backend}/crossing_step"])
+            row[f"{backend} final (median)"] = round(float(ran[f"{backend}/final"].median()), 3) if len(ran) else np.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", required=True)
+    parser.add_argument("--config", default="analysis/config.yaml")
+    parser.add_argument("--own-backend", required=True, help="the scale's own backend (runs without a backend folder)")
+    parser.add_argument("--metrics", nargs="+", required=True, help="metrics.parquet of both backends' runs")
+    parser.add_argument("--out-dir", required=True)
+    args = parser.parse_args(argv)
+    config = load_analysis_config(args.config, args.scale)
+    by_backend: dict[str, list[str]] = {}
+    for path in args.metrics:
+        backend = parse_run_dir(Path(path).parent)["backend"] or args.own_backend
+        by_backend.setdefault(backend, []).append(path)
+    if len(by_backend) < 2:
+        raise SystemExit(f"backends needs runs of two backends, got {sorted(by_backend)}")
+    backends = [args.own_backend, *sorted(set(by_backend) - {args.own_backend})]
+    metrics = {backend: load_metrics(by_backend[backend]) for backend in backends}
+    tasks = sorted(set.intersection(*(set(frame["task"]) for frame in metrics.values())))
+    comparisons = []
+    for task in tasks:
+        if task not in config["backend_comparison"]:
+            raise SystemExit(f"analysis config backend_comparison names no reward for task {task!r}")
+        reward, threshold = config["backend_comparison"][task]
+        paths = {b: [p for p in by_backend[b] if parse_run_dir(Path(p).parent)["task_dir"] == task] for b in backends}
+        frame = compare_backends(paths, reward, threshold)
+        frame.insert(0, "threshold", threshold)
+        frame.insert(0, "reward", reward)
+        comparisons.append(frame)
+    runs = pd.concat(comparisons, ignore_index=True)
+    out = Path(args.out_dir)
+    write_csv(out / "tables" / "backends.csv", runs)
+    table = summary_table(runs, backends)
+    write_text(out / "tables" / "backends.md",
+               f"# The same runs through {' and '.join(backends)} ({args.scale} scale)\n\n"
+               "First step the batch mean of the reward reaches the threshold (median over seeds; a seed that never "
+               "reaches it counts as later than any step) and the reward's last-step value (median over seeds).\n\n"
+               + table.to_markdown(index=False) + "\n")
+
+    figure, axes = figures.new_figure(len(tasks), width_per_panel=4.2, height=3.0)
+    for ax, task in zip(axes, tasks):
+        reward, threshold = config["backend_comparison"][task]
+        for backend, style in zip(backends, LINE_STYLES):
+            frame = metrics[backend][metrics[backend]["task"] == task]
+            band = seed_band(frame, f"reward/{reward}", by=("method", "step"))
+            for method in palette.ordered(band["method"].unique()):
+                rows = band[band["method"] == method]
+                ax.plot(rows["step"], rows["median"], linestyle=style, color=palette.color(method),
+                        label=f"{palette.label(method)} ({backend}, n={int(rows['n_seeds'].max())})")
+        ax.axhline(threshold, color="0.6", linewidth=0.8)
+        figures.finish(ax, "training step", f"{reward} (batch mean, median over seeds)", task, legend=False)
+        ax.legend(fontsize=7, loc="lower right")
+    figure.suptitle(f"The same runs through {' (solid) and '.join(backends)} (dashed){figures.scale_note(args.scale)}")
+    figure.tight_layout()
+    save_figure(figure, out / "figures" / "backends")
+
+
+if __name__ == "__main__":
+    main()
