@@ -26,7 +26,7 @@ import pandas as pd
 
 from dara.analysis import figures
 from dara.analysis.runs import load_evaluations, load_metrics
-from dara.analysis.survival import logrank_test
+from dara.analysis.kaplan_meier import logrank_test
 from dara.analysis.tables import crossing_records, main_group_size, survival_durations
 
 RESULTS = Path(os.environ.get("DARA_RESULTS", "results/tiny"))

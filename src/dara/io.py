@@ -70,3 +70,8 @@ def append_lines_atomic(path: str | os.PathLike, lines: Iterable[str]) -> Path:
             handle.write(line + "\n")
 
     return write_atomic(path, write)
+
+
+def write_csv_atomic(path: str | os.PathLike, frame) -> Path:
+    """A pandas DataFrame as CSV (no index)."""
+    return replace_atomically(path, lambda temporary: frame.to_csv(temporary, index=False))
