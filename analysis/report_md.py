@@ -153,7 +153,7 @@ def main(argv=None):
                   _label_methods(ours.reset_index()).to_markdown(index=False, floatfmt="g"), "",
                   "Paper:", "", paper[["model", "method", "threshold", "step", "note"]].to_markdown(index=False), ""]
     if survival is not None:
-        lines += ["## Beyond the paper: time to format 0.8 as survival analysis", "",
+        lines += [f"## Beyond the paper: time to {reward} {threshold:g} as survival analysis", "",
                   "Kaplan-Meier median (never-crossing runs censored at their last step) beside the paper's statistic "
                   "(median over the seeds that crossed); against GDPO the median difference in steps with its "
                   "bootstrap 95 % interval (`ci_low`, `ci_high`; never-crossing seeds at last step + 1) and the "

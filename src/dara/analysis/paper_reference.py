@@ -29,7 +29,8 @@ class PaperStatement:
 
 
 def _value_text(value) -> str:
-    return "|".join(str(v) for v in value) if isinstance(value, list | tuple) else str(value)
+    # "/", not "|": the citation sits in a Markdown table cell
+    return "/".join(str(v) for v in value) if isinstance(value, list | tuple) else str(value)
 
 
 def _citation(name: str, where: Mapping[str, object]) -> str:
