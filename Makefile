@@ -53,8 +53,9 @@ $(VENV)/.notebooks-stamp: $(VENV)/.cpu-stamp envs/notebooks.txt envs/jupyterlab-
 	cp envs/jupyterlab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	touch $@
 
+# Jupyter refuses to run as root without --allow-root (containers often run as root).
 notebooks: $(VENV)/.notebooks-stamp
-	$(VENV)/bin/jupyter lab --ServerApp.root_dir=analysis/notebooks
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=analysis/notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
 bench: setup-test
 	$(VENV)/bin/python -m benchmarks.bench_advantages
