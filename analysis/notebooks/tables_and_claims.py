@@ -33,11 +33,11 @@ from dara.analysis.paper_reference import PaperReference
 from dara.analysis.tables import crossing_records, main_group_size, survival_durations
 
 # JupyterLab starts a kernel in the notebook's folder, the tests in the repository root: find the root (the
-# folder with the Snakefile) from either, so the default results folder is the same.
+# folder with the Snakefile) from either; a relative DARA_RESULTS is taken from the root too.
 REPO = next(folder for folder in (Path.cwd(), *Path.cwd().parents) if (folder / "Snakefile").is_file())
-RESULTS = Path(os.environ.get("DARA_RESULTS", REPO / "results" / "tiny"))
+RESULTS = REPO / os.environ.get("DARA_RESULTS", "results/tiny")
 SCALE = RESULTS.name
-REFERENCE = Path(os.environ.get("DARA_REFERENCE", REPO / "analysis" / "reference"))
+REFERENCE = REPO / os.environ.get("DARA_REFERENCE", "analysis/reference")
 evaluations = load_evaluations(sorted(RESULTS.glob("eval/*/*/G*/seed*/step*.json")))
 metrics = load_metrics(sorted(RESULTS.glob("runs/*/*/G*/seed*/metrics.parquet")))
 

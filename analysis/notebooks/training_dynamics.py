@@ -30,9 +30,9 @@ from dara.analysis.runs import load_metrics, reward_names
 from dara.analysis.tables import crossing_records, crossing_summary, main_group_size
 
 # JupyterLab starts a kernel in the notebook's folder, the tests in the repository root: find the root (the
-# folder with the Snakefile) from either, so the default results folder is the same.
+# folder with the Snakefile) from either; a relative DARA_RESULTS is taken from the root too.
 REPO = next(folder for folder in (Path.cwd(), *Path.cwd().parents) if (folder / "Snakefile").is_file())
-RESULTS = Path(os.environ.get("DARA_RESULTS", REPO / "results" / "tiny"))
+RESULTS = REPO / os.environ.get("DARA_RESULTS", "results/tiny")
 SCALE = RESULTS.name
 metrics = load_metrics(sorted(RESULTS.glob("runs/*/*/G*/seed*/metrics.parquet")))
 runs = metrics[["task", "method", "G", "seed"]].drop_duplicates()
