@@ -48,6 +48,12 @@ def plot_effects(ax, table: pd.DataFrame, baseline: str = BASELINE) -> None:
     """One row per method compared with ``baseline``: its median difference, the 95 % interval as a bar,
     and the log-rank p-value written at the right edge of the panel."""
     compared = table[table["median_difference"].notna()].reset_index(drop=True)
+    if compared.empty:  # an empty panel would read as "no difference"
+        reason = "no runs" if baseline not in set(table["method"]) else "no other method"
+        ax.text(0.5, 0.5, f"nothing to compare:\n{reason} of {palette.label(baseline)}\nat this group size",
+                transform=ax.transAxes, ha="center", va="center", color="grey")
+        ax.set_yticks([])
+        return
     positions = np.arange(len(compared))[::-1]  # first method on top
     for position, row in zip(positions, compared.itertuples()):
         ax.errorbar([row.median_difference], [position],
