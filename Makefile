@@ -6,7 +6,7 @@ BFCL_VENV := .venv-bfcl
 PIP := $(VENV)/bin/python -m pip
 CORES ?= all
 
-.PHONY: setup setup-test setup-bfcl reproduce smoke test bench bench-trainer clean-envs
+.PHONY: setup setup-test setup-bfcl reproduce smoke test bench bench-trainer notebooks clean-envs
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,18 @@ smoke: setup
 
 test: setup-test
 	$(VENV)/bin/python -m pytest
+
+# JupyterLab and jupytext (envs/notebooks.txt) in .venv; the settings override makes a double click open a .py
+# file as a notebook (the analysis notebooks are jupytext percent files). They read results/tiny by default.
+$(VENV)/.notebooks-stamp: $(VENV)/.cpu-stamp envs/notebooks.txt envs/jupyterlab-overrides.json
+	$(PIP) install -q -r envs/notebooks.txt
+	mkdir -p $(VENV)/share/jupyter/lab/settings
+	cp envs/jupyterlab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
+	touch $@
+
+# Jupyter refuses to run as root without --allow-root (containers often run as root).
+notebooks: $(VENV)/.notebooks-stamp
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=analysis/notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
 bench: setup-test
 	$(VENV)/bin/python -m benchmarks.bench_advantages

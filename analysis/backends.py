@@ -16,9 +16,9 @@ import pandas as pd
 from dara.analysis import figures, palette
 from dara.analysis.backends import compare_backends
 from dara.analysis.config import load_analysis_config
-from dara.analysis.io import save_figure, write_csv, write_text
 from dara.analysis.runs import load_metrics
 from dara.analysis.summary import seed_band
+from dara.io import write_csv_atomic, write_text_atomic
 from dara.runs import parse_run_dir
 
 LINE_STYLES = ("-", "--", ":", "-.")
@@ -75,9 +75,9 @@ def main(argv=None):
         comparisons.append(frame)
     runs = pd.concat(comparisons, ignore_index=True)
     out = Path(args.out_dir)
-    write_csv(out / "tables" / "backends.csv", runs)
+    write_csv_atomic(out / "tables" / "backends.csv", runs)
     table = summary_table(runs, backends)
-    write_text(out / "tables" / "backends.md",
+    write_text_atomic(out / "tables" / "backends.md",
                f"# The same runs through {' and '.join(backends)} ({args.scale} scale)\n\n"
                "First step the batch mean of the reward reaches the threshold (median over seeds; a seed that never "
                "reaches it counts as later than any step) and the reward's last-step value (median over seeds).\n\n"
@@ -98,7 +98,7 @@ def main(argv=None):
         ax.legend(fontsize=7, loc="lower right")
     figure.suptitle(f"The same runs through {' (solid) and '.join(backends)} (dashed){figures.scale_note(args.scale)}")
     figure.tight_layout()
-    save_figure(figure, out / "figures" / "backends")
+    figures.save_figure(figure, out / "figures" / "backends")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ the group-size sweep).
 
 from dara.analysis import figures
 from dara.analysis.cli import parse_inputs
-from dara.analysis.io import save_figure
+from dara.analysis.figures import save_figure
 from dara.analysis.runs import reward_names
 from dara.analysis.tables import main_group_size
 

@@ -9,7 +9,8 @@ import pandas as pd
 
 from dara.analysis import figures
 from dara.analysis.cli import parse_inputs
-from dara.analysis.io import save_figure, write_csv
+from dara.analysis.figures import save_figure
+from dara.io import write_csv_atomic
 from dara.analysis.summary import seed_band
 from dara.analysis.tables import main_group_size
 
@@ -41,7 +42,7 @@ def main(argv=None):
     figure.suptitle(f"Format reward and its density{figures.scale_note(inputs.scale)}")
     figure.tight_layout()
     save_figure(figure, inputs.figures / "fig1b")
-    write_csv(inputs.figures / "fig1b.csv", pd.concat(plotted, ignore_index=True))
+    write_csv_atomic(inputs.figures / "fig1b.csv", pd.concat(plotted, ignore_index=True))
 
 
 if __name__ == "__main__":

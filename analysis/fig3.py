@@ -9,7 +9,8 @@ import numpy as np
 
 from dara.analysis import figures
 from dara.analysis.cli import parse_inputs
-from dara.analysis.io import save_figure, write_csv
+from dara.analysis.figures import save_figure
+from dara.io import write_csv_atomic
 from dara.analysis.summary import seed_band
 from dara.analysis.tables import crossing_records
 
@@ -43,7 +44,7 @@ def main(argv=None):
                     f"(open: not reached){figures.scale_note(inputs.scale)}")
     figure.tight_layout()
     save_figure(figure, inputs.figures / "fig3")
-    write_csv(inputs.figures / "fig3.csv", records)
+    write_csv_atomic(inputs.figures / "fig3.csv", records)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ import pandas as pd
 
 from dara.analysis import figures
 from dara.analysis.cli import parse_inputs
-from dara.analysis.io import save_figure, write_csv
+from dara.analysis.figures import save_figure
+from dara.io import write_csv_atomic
 from dara.analysis.summary import seed_band
 from dara.analysis.tables import main_group_size
 
@@ -32,7 +33,7 @@ def main(argv=None):
     figure.suptitle(f"{task} (G={group_size}): reward dynamics, median and IQR{figures.scale_note(inputs.scale)}")
     figure.tight_layout()
     save_figure(figure, inputs.figures / "fig4")
-    write_csv(inputs.figures / "fig4.csv",
+    write_csv_atomic(inputs.figures / "fig4.csv",
               pd.concat([seed_band(metrics, column).assign(quantity=column) for column, _ in panels]))
 
 

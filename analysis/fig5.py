@@ -1,5 +1,6 @@
-"""Figure 5: first stable crossing step of the length reward against stricter thresholds (PAPER.md E:
-10-step trailing mean that stays at or above the threshold for 20 more steps).
+"""Figure 5: first stable crossing step of the length reward against stricter thresholds (the paper's rule:
+a 10-step trailing mean that stays at or above the threshold for 20 more steps; at the smaller scales the window
+and the confirmation span are fractions of the run length, analysis/config.yaml, and the figure says so).
 
 Points: median over seeds (unconfirmed seeds count as never); bars: interquartile range; a method whose
 median is unconfirmed is drawn as an open marker at the last step. Tiny scale: the math-length task.
@@ -10,7 +11,9 @@ import numpy as np
 
 from dara.analysis import figures, palette
 from dara.analysis.cli import parse_inputs
-from dara.analysis.io import save_figure, write_csv
+from dara.analysis.figures import save_figure
+from dara.io import write_csv_atomic
+from dara.analysis.crossing import stable_crossing_span
 from dara.analysis.tables import crossing_summary, main_group_size, stable_crossing_records
 
 
@@ -22,8 +25,10 @@ def main(argv=None):
         raise SystemExit(f"fig5 needs runs of {task}")
     group_size = main_group_size(metrics)
     metrics = metrics[metrics["G"] == group_size]
-    records = stable_crossing_records(metrics, stable["reward"], stable["thresholds"],
-                                      window=stable["window"], future=stable["future"])
+    run_length = int(metrics["step"].max())  # rows 1..N are the N training steps (row 0: the policy before any update)
+    window, future = stable_crossing_span(stable, run_length)
+    records = stable_crossing_records(metrics, stable["reward"], stable["thresholds"], window=window, future=future)
+    records = records.assign(window=window, future=future, run_length=run_length)
     summary = crossing_summary(records)
     last_step = float(records["last_step"].max())
     figure, axes = figures.new_figure(1, width_per_panel=4.2, height=3.0)
@@ -43,15 +48,21 @@ def main(argv=None):
         ax.plot(x[confirmed], y[confirmed], palette.marker(method), color=palette.color(method), ms=5)
         ax.plot(x[~confirmed], y[~confirmed], palette.marker(method), color=palette.color(method), ms=5, mfc="none")
     ax.axhline(last_step, color="grey", lw=0.6, ls=":")
-    ax.annotate("last step", (ax.get_xlim()[0], last_step), xytext=(2, 2), textcoords="offset points",
+    ax.annotate(f"last step ({last_step:g})", (ax.get_xlim()[0], last_step), xytext=(2, 2), textcoords="offset points",
                 fontsize=7, color="grey")
+    if "window_fraction" in stable or "future_fraction" in stable:
+        span = (f"window {window}, confirmed over {future} steps\n(scaled to the {run_length}-step runs: "
+                f"{stable.get('window_fraction', window / run_length):.0%} and "
+                f"{stable.get('future_fraction', future / run_length):.0%} of them)")
+    else:
+        span = f"window {window}, confirmed over {future} steps"
     figures.finish(ax, f"{stable['reward']} reward threshold (fraction of responses)",
-                   "first stable crossing step",
-                   f"{task} (G={group_size}), window {stable['window']}, confirm {stable['future']} steps")
+                   "first stable crossing step", f"{task} (G={group_size}), {span}")
     figure.suptitle(f"Stricter length thresholds; open: not confirmed by the last step{figures.scale_note(inputs.scale)}")
     figure.tight_layout()
     save_figure(figure, inputs.figures / "fig5")
-    write_csv(inputs.figures / "fig5.csv", records)
+    figures.close(figure)
+    write_csv_atomic(inputs.figures / "fig5.csv", records)
 
 
 if __name__ == "__main__":

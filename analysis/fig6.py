@@ -7,7 +7,8 @@ held-out problems, % over its token budget. Output: results/<scale>/figures/fig6
 
 from dara.analysis import figures
 from dara.analysis.cli import parse_inputs
-from dara.analysis.io import save_figure, write_csv
+from dara.analysis.figures import save_figure
+from dara.io import write_csv_atomic
 from dara.analysis.tables import main_group_size, paper_metrics
 
 
@@ -31,7 +32,7 @@ def main(argv=None):
                     f"{figures.scale_note(inputs.scale)}")
     figure.tight_layout()
     save_figure(figure, inputs.figures / "fig6")
-    write_csv(inputs.figures / "fig6.csv", scores)
+    write_csv_atomic(inputs.figures / "fig6.csv", scores)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ crosses counts as later than any step (never dropped).
 """
 
 from dara.analysis.cli import parse_inputs
-from dara.analysis.io import write_csv, write_text
+from dara.io import write_csv_atomic, write_text_atomic
 from dara.analysis.tables import crossing_records, crossing_summary
 
 
@@ -24,19 +24,19 @@ def main(argv=None):
     import pandas as pd
 
     records = pd.concat(parts, ignore_index=True)
-    write_csv(inputs.tables / "first_crossing.csv", records)
+    write_csv_atomic(inputs.tables / "first_crossing.csv", records)
     summary = crossing_summary(records)
     text = [
         f"# First step each training reward reaches its threshold ({inputs.scale} scale)",
         "",
-        "Unsmoothed per-step batch mean of the reward (PAPER.md E, tool-calling rule). `median`, `q25`, `q75`: over",
+        "Unsmoothed per-step batch mean of the reward (the paper's tool-calling rule). `median`, `q25`, `q75`: over",
         "seeds, with never-crossing seeds counted as later than any step (NaN = not reached by half the seeds);",
         "`min`/`max`: over the seeds that crossed; `steps`: every seed's step in seed order.",
         "",
         summary.to_markdown(index=False, floatfmt="g"),
         "",
     ]
-    write_text(inputs.tables / "first_crossing.md", "\n".join(text))
+    write_text_atomic(inputs.tables / "first_crossing.md", "\n".join(text))
 
 
 if __name__ == "__main__":

@@ -1,10 +1,11 @@
-"""Beyond the paper: time to format 0.8 as survival analysis.
+"""Beyond the paper: time to format 0.8 as survival analysis, with effect sizes.
 
 A run that never reaches the threshold is censored at its last step, not dropped. Left: Kaplan-Meier
-curves of the fraction of seeds still below the threshold, per method, with the log-rank test of each
-DARA variant against GDPO. Right: the paper's statistic, the median over the seeds that crossed
-(never-crossing seeds dropped), with every seed's step shown. Tool-calling task at its main group size.
-Output: results/<scale>/figures/survival.{png,pdf}, results/<scale>/tables/survival.csv.
+curves of the fraction of seeds still below the threshold, per method. Middle: the paper's statistic, the
+median over the seeds that crossed (never-crossing seeds dropped), with every seed's step shown. Right: each
+method's median crossing step minus GDPO's with its bootstrap 95 % interval over seeds (never-crossing
+seeds at their last step + 1) and the log-rank p-value against GDPO beside it. Tool-calling task at its
+main group size. Output: results/<scale>/figures/survival.{png,pdf}, results/<scale>/tables/survival.csv.
 """
 
 import numpy as np
@@ -12,12 +13,18 @@ import pandas as pd
 
 from dara.analysis import figures, palette
 from dara.analysis.cli import parse_inputs
-from dara.analysis.io import save_figure, write_csv
-from dara.analysis.survival import kaplan_meier, logrank_test
+from dara.analysis.effect_size import bootstrap_median_difference, crossing_steps
+from dara.analysis.figures import save_figure
+from dara.analysis.kaplan_meier import kaplan_meier, logrank_test
 from dara.analysis.tables import crossing_records, main_group_size, survival_durations
+from dara.io import write_csv_atomic
+
+BASELINE = "gdpo"
 
 
-def survival_table(durations: pd.DataFrame, baseline: str = "gdpo") -> pd.DataFrame:
+def survival_table(durations: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
+    """Per method: runs, crossings, Kaplan-Meier median, the paper's median of crossed seeds, and against
+    ``baseline`` the median difference in steps with its bootstrap 95 % interval and the log-rank test."""
     rows = []
     base = durations[durations["method"] == baseline]
     for method in palette.ordered(durations["method"].unique()):
@@ -26,12 +33,38 @@ def survival_table(durations: pd.DataFrame, baseline: str = "gdpo") -> pd.DataFr
         crossed = runs.loc[runs["observed"], "duration"]
         row = {"method": method, "n_runs": len(runs), "n_crossed": int(runs["observed"].sum()),
                "km_median": km.median, "median_of_crossed": float(crossed.median()) if len(crossed) else np.nan,
-               "logrank_vs": baseline, "logrank_statistic": np.nan, "logrank_p": np.nan}
+               "versus": baseline, "median_difference": np.nan, "ci_low": np.nan, "ci_high": np.nan,
+               "logrank_statistic": np.nan, "logrank_p": np.nan}
         if method != baseline and not base.empty:
+            effect = bootstrap_median_difference(crossing_steps(runs), crossing_steps(base))
             test = logrank_test(runs["duration"], runs["observed"], base["duration"], base["observed"])
-            row.update(logrank_statistic=test.statistic, logrank_p=test.p_value)
+            row.update(median_difference=effect.difference, ci_low=effect.low, ci_high=effect.high,
+                       logrank_statistic=test.statistic, logrank_p=test.p_value)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def plot_effects(ax, table: pd.DataFrame, baseline: str = BASELINE) -> None:
+    """One row per method compared with ``baseline``: its median difference, the 95 % interval as a bar,
+    and the log-rank p-value written at the right edge of the panel."""
+    compared = table[table["median_difference"].notna()].reset_index(drop=True)
+    if compared.empty:  # an empty panel would read as "no difference"
+        reason = "no runs" if baseline not in set(table["method"]) else "no other method"
+        ax.text(0.5, 0.5, f"nothing to compare:\n{reason} of {palette.label(baseline)}\nat this group size",
+                transform=ax.transAxes, ha="center", va="center", color="grey")
+        ax.set_yticks([])
+        return
+    positions = np.arange(len(compared))[::-1]  # first method on top
+    for position, row in zip(positions, compared.itertuples()):
+        ax.errorbar([row.median_difference], [position],
+                    xerr=[[row.median_difference - row.ci_low], [row.ci_high - row.median_difference]],
+                    color=palette.color(row.method), marker=palette.marker(row.method), ms=5, capsize=3, lw=1.5)
+        p_text = "p n/a" if not np.isfinite(row.logrank_p) else f"p={row.logrank_p:.2g}"
+        ax.annotate(p_text, (1.0, position), xycoords=("axes fraction", "data"), xytext=(4, 0),
+                    textcoords="offset points", va="center", fontsize=8)
+    ax.axvline(0, color="grey", lw=0.8, ls=":")
+    ax.set_yticks(positions, [palette.label(m) for m in compared["method"]])
+    ax.set_ylim(-0.7, len(compared) - 0.3)
 
 
 def main(argv=None):
@@ -45,9 +78,9 @@ def main(argv=None):
     records = crossing_records(metrics[(metrics["G"] == group_size) & (metrics["step"] >= 1)], {reward: [threshold]})
     durations = survival_durations(records)
     table = survival_table(durations)
-    write_csv(inputs.tables / "survival.csv", table.assign(task=task, G=group_size, reward=reward, threshold=threshold))
+    write_csv_atomic(inputs.tables / "survival.csv", table.assign(task=task, G=group_size, reward=reward, threshold=threshold))
 
-    figure, (km_ax, paper_ax) = figures.new_figure(2, width_per_panel=3.6, height=2.9)
+    figure, (km_ax, paper_ax, effect_ax) = figures.new_figure(3, width_per_panel=3.4, height=3.0)
     figures.plot_kaplan_meier(km_ax, durations)
     figures.finish(km_ax, "training step", f"fraction of seeds with {reward} < {threshold}",
                    "Kaplan-Meier\n(never-crossing seeds censored, +)", legend=False)
@@ -66,13 +99,15 @@ def main(argv=None):
     paper_ax.set_xticks(range(len(methods)), [palette.label(m) for m in methods], rotation=30, ha="right")
     figures.finish(paper_ax, "method", f"first step {reward} ≥ {threshold}",
                    "paper's statistic: median of crossed seeds\n(x: never crossed, dropped by it)", legend=False)
-    figures.method_legend(figure, durations["method"].unique(), loc="center left", bbox_to_anchor=(1.0, 0.5))
-    logrank = "; ".join(f"{palette.label(r.method)} vs GDPO p={r.logrank_p:.3g}" for r in table.itertuples()
-                        if np.isfinite(r.logrank_p))
-    figure.suptitle(f"{task} (G={group_size}): time to {reward} {threshold}\nlog-rank: {logrank or 'n/a'}"
+    plot_effects(effect_ax, table)
+    figures.finish(effect_ax, f"median step minus {palette.label(BASELINE)}'s (negative: faster)", "",
+                   f"effect vs {palette.label(BASELINE)}: 95 % bootstrap CI,\nlog-rank p at right", legend=False)
+    figures.method_legend(figure, methods, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(methods))
+    figure.suptitle(f"{task} (G={group_size}): steps until {reward} first reaches {threshold}"
                     f"{figures.scale_note(inputs.scale)}")
     figure.tight_layout()
     save_figure(figure, inputs.figures / "survival")
+    figures.close(figure)
 
 
 if __name__ == "__main__":

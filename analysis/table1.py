@@ -9,7 +9,7 @@ model size). Output: results/<scale>/tables/table1.{csv,md}.
 import pandas as pd
 
 from dara.analysis.cli import parse_inputs, unavailable_note
-from dara.analysis.io import write_csv, write_text
+from dara.io import write_csv_atomic, write_text_atomic
 from dara.analysis.summary import retain_runs
 from dara.analysis.tables import final_checkpoint, main_group_size, paper_metrics, pivot_mean_sd, summarise_metrics
 
@@ -42,8 +42,8 @@ def main(argv=None):
     by_model = inputs.evaluations_by_model(task)
     columns = ["model", "cohort", "method", "G", "step", "metric", "mean", "sd", "n", "seeds"]
     if not by_model:
-        write_text(inputs.tables / "table1.md", unavailable_note("Table 1", inputs.scale, f"no evaluations of {task}"))
-        write_csv(inputs.tables / "table1.csv", pd.DataFrame(columns=columns))
+        write_text_atomic(inputs.tables / "table1.md", unavailable_note("Table 1", inputs.scale, f"no evaluations of {task}"))
+        write_csv_atomic(inputs.tables / "table1.csv", pd.DataFrame(columns=columns))
         return
     mapping = inputs.config["evaluation_metrics"]["tool"]
     rule = inputs.config["retention"]
@@ -65,8 +65,8 @@ def main(argv=None):
                   f"Format is >= 0.8.", ""]
         if not retention.dropped.empty:
             lines += [retention.dropped[["method", "G", "seed", "exclusion_reason"]].to_markdown(index=False), ""]
-    write_csv(inputs.tables / "table1.csv", pd.concat(summaries, ignore_index=True)[columns])
-    write_text(inputs.tables / "table1.md", "\n".join(lines))
+    write_csv_atomic(inputs.tables / "table1.csv", pd.concat(summaries, ignore_index=True)[columns])
+    write_text_atomic(inputs.tables / "table1.md", "\n".join(lines))
 
 
 if __name__ == "__main__":

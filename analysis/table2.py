@@ -9,7 +9,7 @@ three-reward target. Output: results/<scale>/tables/table2.{csv,md}.
 import pandas as pd
 
 from dara.analysis.cli import parse_inputs, unavailable_note
-from dara.analysis.io import write_csv, write_text
+from dara.io import write_csv_atomic, write_text_atomic
 from dara.analysis.tables import final_checkpoint, main_group_size, paper_metrics, pivot_mean_sd, summarise_metrics
 
 
@@ -21,8 +21,8 @@ def main(argv=None):
     length_metrics = inputs.config["evaluation_metrics"]["tool_length"]
     three_evals, two_evals = inputs.task_evaluations(three), inputs.task_evaluations(two)
     if three_evals is None:
-        write_text(inputs.tables / "table2.md", unavailable_note("Table 2", inputs.scale, f"no evaluations of {three}"))
-        write_csv(inputs.tables / "table2.csv", pd.DataFrame(columns=["n_rewards", "method", "metric", "mean", "sd", "n"]))
+        write_text_atomic(inputs.tables / "table2.md", unavailable_note("Table 2", inputs.scale, f"no evaluations of {three}"))
+        write_csv_atomic(inputs.tables / "table2.csv", pd.DataFrame(columns=["n_rewards", "method", "metric", "mean", "sd", "n"]))
         return
     group_size = main_group_size(three_evals)
     three_evals = three_evals[three_evals["G"] == group_size]
@@ -35,7 +35,7 @@ def main(argv=None):
         two_final = final_checkpoint(paper_metrics(two_evals[two_evals["method"].isin(methods)], format_metrics))
         parts.append(summarise_metrics(two_final, list(format_metrics), by=["method"]).assign(n_rewards=2))
     summary = pd.concat(parts, ignore_index=True)
-    write_csv(inputs.tables / "table2.csv", summary)
+    write_csv_atomic(inputs.tables / "table2.csv", summary)
     summary = summary.assign(metric=[f"{m} ({n}R)" for m, n in zip(summary["metric"], summary["n_rewards"])])
     order = [f"{m} ({n}R)" for m in format_metrics for n in (2, 3)] + [f"{m} (3R)" for m in length_metrics]
     lines = [f"# Table 2 ({inputs.scale} scale): two rewards ({two}) vs three ({three}), G={group_size}, held-out %, "
@@ -44,7 +44,7 @@ def main(argv=None):
     if inputs.scale != "paper":
         lines += ["Tiny analogue: the third reward asks for a think block of at most 4 words (paper: 16); "
                   f"'average_length' is its held-out mean. No Multi-Turn split at this scale.", ""]
-    write_text(inputs.tables / "table2.md", "\n".join(lines))
+    write_text_atomic(inputs.tables / "table2.md", "\n".join(lines))
 
 
 if __name__ == "__main__":

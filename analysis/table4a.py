@@ -8,7 +8,7 @@ math-length task with static weights [1, 5]. Output: results/<scale>/tables/tabl
 import pandas as pd
 
 from dara.analysis.cli import parse_inputs, unavailable_note
-from dara.analysis.io import write_csv, write_text
+from dara.io import write_csv_atomic, write_text_atomic
 from dara.analysis.tables import final_checkpoint, main_group_size, paper_metrics, pivot_mean_sd, summarise_metrics
 
 METHODS = ("static_sym", "static_asym", "dara_sym", "dara_asym")
@@ -21,21 +21,21 @@ def main(argv=None):
     if evaluations is not None:
         evaluations = evaluations[evaluations["method"].isin(METHODS)]
     if evaluations is None or evaluations.empty:
-        write_text(inputs.tables / "table4a.md", unavailable_note("Table 4a", inputs.scale,
+        write_text_atomic(inputs.tables / "table4a.md", unavailable_note("Table 4a", inputs.scale,
                                                                   f"no evaluations of {task} with {METHODS}"))
-        write_csv(inputs.tables / "table4a.csv", pd.DataFrame(columns=["method", "metric", "mean", "sd", "n"]))
+        write_csv_atomic(inputs.tables / "table4a.csv", pd.DataFrame(columns=["method", "metric", "mean", "sd", "n"]))
         return
     mapping = inputs.config["evaluation_metrics"]["math"]
     group_size = main_group_size(evaluations)
     evaluations = evaluations[evaluations["G"] == group_size]
     summary = summarise_metrics(final_checkpoint(paper_metrics(evaluations, mapping)), list(mapping), by=["method"])
-    write_csv(inputs.tables / "table4a.csv", summary)
+    write_csv_atomic(inputs.tables / "table4a.csv", summary)
     absent = [method for method in METHODS if method not in set(summary["method"])]
     lines = [f"# Table 4a ({inputs.scale} scale): static vs dynamic weights, {task}, G={group_size}, held-out %, final checkpoint", "",
              pivot_mean_sd(summary, ["method"], list(mapping)).to_markdown(index=False), ""]
     if absent:
         lines += [f"No runs at this scale for: {', '.join(absent)}.", ""]
-    write_text(inputs.tables / "table4a.md", "\n".join(lines))
+    write_text_atomic(inputs.tables / "table4a.md", "\n".join(lines))
 
 
 if __name__ == "__main__":

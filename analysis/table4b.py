@@ -10,7 +10,7 @@ analysis/reference/math_macro.csv).
 import pandas as pd
 
 from dara.analysis.cli import parse_inputs
-from dara.analysis.io import write_text
+from dara.io import write_text_atomic
 
 
 def main(argv=None):
@@ -23,7 +23,7 @@ def main(argv=None):
              "stand-in, not the paper's comparison.", "",
              "The paper's numbers, for reference (macro %, step 100):", "",
              paper[["model", "method", "accuracy", "exceed"]].to_markdown(index=False), ""]
-    write_text(inputs.tables / "table4b.md", "\n".join(lines))
+    write_text_atomic(inputs.tables / "table4b.md", "\n".join(lines))
 
 
 if __name__ == "__main__":

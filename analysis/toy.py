@@ -1,4 +1,4 @@
-"""Beyond the paper: the mechanism toy (dara.analysis.toy). A Bernoulli policy with one dense reward and
+"""Beyond the paper: the mechanism toy (dara.analysis.mechanism_toy). A Bernoulli policy with one dense reward and
 one sparse reward (starting at 1 %) trained with each method's advantages; steps until the sparse
 reward's success probability reaches 0.8, per method and group size (fixed 256 responses per step).
 Runs in seconds; no model, no data. Output: results/<scale>/figures/toy.{png,pdf}, tables/toy.csv.
@@ -10,8 +10,9 @@ from pathlib import Path
 import torch
 
 from dara.analysis import figures, palette
-from dara.analysis.io import save_figure, write_csv
-from dara.analysis.toy import steps_to_threshold
+from dara.analysis.figures import save_figure
+from dara.io import write_csv_atomic
+from dara.analysis.mechanism_toy import steps_to_threshold
 
 
 def main(argv=None):
@@ -27,7 +28,7 @@ def main(argv=None):
     seeds = args.seeds or (1 if smoke else 3)
     group_sizes = (8, 16) if smoke else (4, 8, 16, 32)
     runs = steps_to_threshold(group_sizes=group_sizes, seeds=range(seeds), **({"max_steps": 60} if smoke else {}))
-    write_csv(out / "tables" / "toy.csv", runs)
+    write_csv_atomic(out / "tables" / "toy.csv", runs)
 
     figure, axes = figures.new_figure(1, width_per_panel=4.2, height=3.0)
     ax = axes[0]

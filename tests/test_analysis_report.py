@@ -5,9 +5,13 @@ import pandas as pd
 import pytest
 
 from dara.analysis import claims, palette
-from dara.analysis.io import save_figure, write_text
-from dara.analysis.report import crossing_comparison, table_comparison
+from dara.analysis.figures import save_figure
+from dara.analysis.paper_comparison import crossing_comparison, table_comparison
+from dara.analysis.paper_reference import PaperReference, PaperStatement
 from dara.analysis.tables import crossing_summary, final_checkpoint, main_group_size
+from dara.io import write_text_atomic
+
+NO_PAPER = PaperStatement("", "")  # claims whose paper side a test does not look at
 
 
 def _records(steps_by_method, last_step=100):
@@ -21,7 +25,7 @@ def test_faster_crossing_counts_never_crossing_seeds_as_censored():
     # GDPO's crossed seeds alone have median 11.5, faster than DARA's 15; with its three never-crossing seeds
     # censored at step 100, Kaplan-Meier S stays at 3/5 > 1/2, so its median is "never" and DARA is faster.
     records = _records({"dara_sym": [14, 15, 16], "gdpo": [11, 12, None, None, None]})
-    claim = claims.faster_crossing(records, "dara_sym", "gdpo", paper="F5", scale="tiny", what="format 0.8")
+    claim = claims.faster_crossing(records, "dara_sym", "gdpo", paper=NO_PAPER, scale="tiny", what="format 0.8")
     # faster by Kaplan-Meier median, but three against five seeds is no evidence (log-rank p = 0.33)
     assert claim.verdict == "same direction, not significant"
     assert "median step 15 vs never" in claim.ours and "crossed 3/3 vs 2/5" in claim.ours
@@ -29,31 +33,35 @@ def test_faster_crossing_counts_never_crossing_seeds_as_censored():
 
 def test_a_faster_crossing_is_supported_only_when_the_log_rank_test_is_significant():
     many = _records({"dara_sym": [5, 6, 7, 8, 9, 10], "gdpo": [30, 31, 32, None, None, None]})
-    claim = claims.faster_crossing(many, "dara_sym", "gdpo", paper="", scale="tiny", what="x")
-    assert claim.verdict == "supported" and "p=0.000506" in claim.ours
+    claim = claims.faster_crossing(many, "dara_sym", "gdpo", paper=NO_PAPER, scale="tiny", what="x")
+    assert claim.verdict == "supported" and claim.logrank_p == pytest.approx(0.000506, abs=5e-7)
+    # the effect size beside it: GDPO's never-crossing seeds enter at last step + 1 = 101, so its median is
+    # (32 + 101) / 2 = 66.5 against DARA-Sym's 7.5
+    assert claim.median_difference == 7.5 - 66.5 and claim.ci_low <= claim.median_difference <= claim.ci_high
+    assert claim.ci_high < 0  # every resample of these seeds has DARA-Sym ahead
     never = claims.faster_crossing(_records({"dara_sym": [None, None], "gdpo": [3, 4]}), "dara_sym", "gdpo",
-                                   paper="", scale="tiny", what="x")
+                                   paper=NO_PAPER, scale="tiny", what="x")
     assert never.verdict == "not supported"
 
 
 def test_faster_crossing_verdicts():
     slower = claims.faster_crossing(_records({"dara_sym": [30, 31, 32], "gdpo": [10, 11, 12]}), "dara_sym", "gdpo",
-                                    paper="", scale="tiny", what="x")
+                                    paper=NO_PAPER, scale="tiny", what="x")
     assert slower.verdict == "not supported"
     neither = claims.faster_crossing(_records({"dara_sym": [None], "gdpo": [None]}), "dara_sym", "gdpo",
-                                     paper="", scale="tiny", what="x")
+                                     paper=NO_PAPER, scale="tiny", what="x")
     assert neither.verdict == "inconclusive"
-    missing = claims.faster_crossing(_records({"dara_sym": [3]}), "dara_sym", "gdpo", paper="", scale="tiny", what="x")
+    missing = claims.faster_crossing(_records({"dara_sym": [3]}), "dara_sym", "gdpo", paper=NO_PAPER, scale="tiny", what="x")
     assert missing.verdict == "not testable" and "gdpo" in missing.ours
 
 
 def test_not_lower_uses_one_pooled_sd():
     summary = pd.DataFrame({"method": ["dara_sym", "gdpo"], "metric": ["acc", "acc"], "mean": [50.0, 51.0],
                             "sd": [1.0, 1.0], "n": [3, 3]})
-    assert claims.not_lower(summary, "acc", "dara_sym", "gdpo", paper="", scale="t", what="a").verdict == "supported"
+    assert claims.not_lower(summary, "acc", "dara_sym", "gdpo", paper=NO_PAPER, scale="t", what="a").verdict == "supported"
     summary.loc[0, "mean"] = 48.9
-    assert claims.not_lower(summary, "acc", "dara_sym", "gdpo", paper="", scale="t", what="a").verdict == "not supported"
-    lower_better = claims.not_lower(summary, "acc", "dara_sym", "gdpo", paper="", scale="t", what="a",
+    assert claims.not_lower(summary, "acc", "dara_sym", "gdpo", paper=NO_PAPER, scale="t", what="a").verdict == "not supported"
+    lower_better = claims.not_lower(summary, "acc", "dara_sym", "gdpo", paper=NO_PAPER, scale="t", what="a",
                                     higher_is_better=False)
     assert lower_better.verdict == "supported"
 
@@ -62,7 +70,7 @@ def test_sparse_upweighted_reads_first_training_step():
     metrics = pd.DataFrame({"method": ["dara_sym"] * 2, "G": [8, 8], "seed": [0, 0], "step": [0, 1],
                             "density/format": [0.9, 0.1], "density/correctness": [0.9, 0.8],
                             "weight/format": [1.0, 2.8]})
-    claim = claims.sparse_upweighted(metrics, "format", "correctness", ["dara_sym"], paper="", scale="t", task="toolcall")
+    claim = claims.sparse_upweighted(metrics, "format", "correctness", ["dara_sym"], paper=NO_PAPER, scale="t", task="toolcall")
     assert claim.verdict == "supported" and "step-1" in claim.ours
 
 
@@ -126,7 +134,7 @@ def test_atomic_writes_leave_no_temporary_files(tmp_path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    write_text(tmp_path / "a.md", "x")
+    write_text_atomic(tmp_path / "a.md", "x")
     figure = plt.figure()
     written = save_figure(figure, tmp_path / "figures" / "fig.v1")
     assert [p.name for p in written] == ["fig.v1.png", "fig.v1.pdf"]

@@ -5,6 +5,7 @@ direction of statistics whose answer the synthetic curves fix, never the study's
 """
 
 import runpy
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -79,6 +80,8 @@ def test_fig5_records_status_per_threshold(results):
     assert (records.loc[records["threshold"] == 0.99, "status"] != "confirmed").all()
     dara = records[records["method"].str.startswith("dara")]
     assert (dara.loc[dara["threshold"] == 0.8, "status"] == "confirmed").all()
+    # tiny scale scales the span with the 60-step synthetic runs: 15 % and 25 % of 60
+    assert set(records["run_length"]) == {60} and set(records["window"]) == {9} and set(records["future"]) == {15}
 
 
 def test_table1_all_runs_retained_runs_and_base(results):
@@ -110,15 +113,71 @@ def test_table4a_has_static_and_dynamic_methods(results):
     assert table["mean"].between(0, 100).all()
 
 
-def test_report_compares_with_paper_and_computes_claims(results):
+def markdown_table(text: str, heading: str) -> pd.DataFrame:
+    """The first Markdown table after ``heading`` in ``text``, as strings."""
+    lines = text.split(heading, 1)[1].splitlines()
+    rows = [line for line in lines[next(i for i, line in enumerate(lines) if line.startswith("|")):]]
+    rows = rows[:next((i for i, line in enumerate(rows) if not line.startswith("|")), len(rows))]
+    cells = [[cell.strip() for cell in row.strip("|").split("|")] for row in rows]
+    return pd.DataFrame(cells[2:], columns=cells[0])  # cells[1] is the |---| rule
+
+
+def build_report(results, reference_dir=REPO / "analysis/reference"):
     for name in ("first_crossing", "table1", "table2", "table4a", "survival", "fig5"):
         run_script(name, results)
-    run_script("report", results)
-    report = (results / "REPORT.md").read_text()
-    assert "| GDPO" in report and "19" in report  # the paper's GDPO median sits beside ours
-    assert "not a replication test" in report  # tiny-scale caveat
-    # synthetic DARA-Asym crosses first, so the computed verdict must say supported
-    claim_line = next(line for line in report.splitlines()
-                      if line.startswith("| DARA-Asym reaches format 0.8 on toolcall (G=8) in fewer steps than GDPO"))
-    assert "| supported" in claim_line
+    run_script("report_md", results, "--reference-dir", str(reference_dir))
+    return (results / "REPORT.md").read_text(), pd.read_csv(results / "tables/claims.csv")
+
+
+def test_report_puts_the_papers_medians_beside_ours_and_computes_claims(results):
+    report, claims = build_report(results)
+    comparison = markdown_table(report, "## Steps until the format reward first reaches 0.8").set_index("method")
+    paper = pd.read_csv(REPO / "analysis/reference/format_crossing_steps.csv")
+    paper_gdpo = paper[(paper["model_size"] == "1.5B") & (paper["method"] == "gdpo")]["step"].median()
+    assert float(comparison.loc["GDPO", "paper_median"]) == paper_gdpo
+    ours = pd.read_csv(results / "tables/first_crossing.csv")
+    ours = ours[(ours["task"] == "toolcall") & (ours["reward"] == "format") & (ours["threshold"] == 0.8) & (ours["G"] == 8)]
+    dara_asym = ours.loc[ours["method"] == "dara_asym", "step"]
+    assert float(comparison.loc["DARA-Asym", "ours_median"]) == dara_asym.median()
+    # synthetic DARA-Asym crosses first, so the computed verdict must say supported, with a negative effect
+    claim = claims[claims["claim"] == "DARA-Asym reaches format 0.8 on toolcall (G=8) in fewer steps than GDPO"].iloc[0]
+    assert claim["verdict"] == "supported" and claim["logrank_p"] < 0.05
+    gdpo = ours[ours["method"] == "gdpo"]
+    gdpo_steps = gdpo["step"].fillna(gdpo["last_step"] + 1)  # the never-crossing seed counts from its last step + 1
+    assert claim["median_difference"] == dara_asym.median() - gdpo_steps.median()
+    assert claim["ci_low"] <= claim["median_difference"] <= claim["ci_high"] < 0
     assert "Table 4b" in report and "Not reproduced" in report
+    # every claim names reference rows, in a file that exists
+    for reference in claims["reference"]:
+        assert (REPO / "analysis/reference" / reference.split(" [")[0]).is_file(), reference
+
+
+def test_a_corrected_reference_row_reaches_the_report(results, tmp_path):
+    reference = tmp_path / "reference"
+    shutil.copytree(REPO / "analysis/reference", reference)
+    steps = pd.read_csv(reference / "format_crossing_steps.csv")
+    steps.loc[(steps["model_size"] == "1.5B") & (steps["method"] == "gdpo"), "step"] = [40, 41, 42, 43, 44]
+    steps.to_csv(reference / "format_crossing_steps.csv", index=False)
+    final = pd.read_csv(reference / "bfcl_v4_final.csv")
+    final.loc[(final["model_size"] == "1.5B") & (final["method"] == "dara_sym")
+              & (final["metric"] == "average_accuracy"), "mean"] = 12.34
+    final.to_csv(reference / "bfcl_v4_final.csv", index=False)
+
+    report, claims = build_report(results, reference)
+    comparison = markdown_table(report, "## Steps until the format reward first reaches 0.8").set_index("method")
+    assert float(comparison.loc["GDPO", "paper_median"]) == 42
+    crossing = claims[claims["claim"].str.startswith("DARA-Asym reaches format 0.8") & claims["claim"].str.endswith("GDPO")]
+    assert "1.5B: median 14 vs 42 steps" in crossing["paper"].iloc[0]
+    accuracy = claims[claims["claim"] == "DARA-Sym's final held-out accuracy is not lower than GDPO's"].iloc[0]
+    assert accuracy["paper"].endswith("12.34 vs 50.37 (1.5B), 54.15 vs 53.66 (3B)")
+    table1 = markdown_table(report, "## Table 1:")
+    row = table1[(table1["method"] == "DARA-Sym") & (table1["metric"] == "average_accuracy")].iloc[0]
+    assert float(row["paper"]) == 12.34 and float(row["difference"]) == round(float(row["ours"]) - 12.34, 2)
+
+
+def test_survival_figure_and_table_carry_the_effect_sizes(results):
+    run_script("survival", results, evals=False)
+    table = pd.read_csv(results / "tables/survival.csv").set_index("method")
+    assert table.loc["dara_asym", "median_difference"] < 0
+    assert table.loc["dara_asym", "ci_low"] <= table.loc["dara_asym", "median_difference"] <= table.loc["dara_asym", "ci_high"]
+    assert pd.isna(table.loc["gdpo", "median_difference"])  # the baseline against itself

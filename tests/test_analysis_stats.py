@@ -41,7 +41,7 @@ def test_first_crossing_rejects_bad_series(steps, values, message):
         first_crossing(steps, values, 0.5)
 
 
-# first_stable_crossing: 10-step trailing mean that stays above for 20 more steps (PAPER.md E)
+# first_stable_crossing: 10-step trailing mean that stays above for 20 more steps (the paper's math rule, math/tools/learning_efficiency.py of the authors' release)
 
 
 def _steps(n):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dara.analysis.survival import kaplan_meier, logrank_test
+from dara.analysis.kaplan_meier import kaplan_meier, logrank_test
 
 
 def test_kaplan_meier_hand_computed():

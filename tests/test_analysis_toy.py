@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from dara.analysis.toy import ToyConfig, bernoulli_score, run_toy, steps_to_threshold
+from dara.analysis.mechanism_toy import ToyConfig, bernoulli_score, run_toy, steps_to_threshold
 
 torch.set_num_threads(1)
 

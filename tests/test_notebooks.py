@@ -17,13 +17,14 @@ REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO / "analysis/notebooks").glob("*.py"))
 
 
-def execute(notebook_path: Path, results: Path) -> None:
+def execute(notebook_path: Path, results: Path | str, folder: Path = REPO) -> None:
+    """Run the notebook with its kernel in ``folder`` (JupyterLab: the notebook's own folder)."""
     notebook = jupytext.read(notebook_path)
     previous = os.environ.get("DARA_RESULTS")
     os.environ["DARA_RESULTS"] = str(results)  # the kernel inherits the environment
     try:
         # kernel "python3" is ipykernel's own spec: it runs this interpreter (.venv's python)
-        NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(REPO)}}).execute()
+        NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute()
     finally:
         if previous is None:
             os.environ.pop("DARA_RESULTS")
@@ -43,6 +44,12 @@ def synthetic_results(tmp_path_factory):
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda path: path.stem)
 def test_notebook_runs_on_synthetic_results(notebook, synthetic_results):
     execute(notebook, synthetic_results)
+
+
+def test_notebook_opened_in_its_folder_reads_results_relative_to_the_repository(synthetic_results):
+    # as `make notebooks` runs it: the kernel starts in analysis/notebooks, DARA_RESULTS is relative to the root
+    execute(REPO / "analysis/notebooks/training_dynamics.py", os.path.relpath(synthetic_results, REPO),
+            folder=REPO / "analysis/notebooks")
 
 
 @pytest.mark.slow

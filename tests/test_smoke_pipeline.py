@@ -1,6 +1,7 @@
 """The smoke pipeline end to end: training, evaluation and every analysis artifact, on CPU, in a few minutes."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dara.analysis import palette
 from dara.experiments import load_experiment
 from dara.runs import run_matrix
 
@@ -65,7 +67,32 @@ def test_every_artifact_and_the_report_exist(smoke_results):
             assert (smoke_results / "figures" / f"{name}{suffix}").stat().st_size > 0, name
     crossing = pd.read_csv(smoke_results / "tables" / "first_crossing.csv")
     assert {"task", "method", "G", "seed", "reward", "threshold", "step"} <= set(crossing.columns)
-    assert "paper" in (smoke_results / "REPORT.md").read_text().lower()
+
+
+def test_report_claims_follow_the_crossing_table_and_name_existing_reference_rows(smoke_results):
+    claims = pd.read_csv(smoke_results / "tables" / "claims.csv")
+    assert set(claims["verdict"]) <= {"supported", "same direction, not significant", "not supported",
+                                      "inconclusive", "not testable"}
+    for reference in claims["reference"]:  # every claim points at rows of a reference table that exists
+        assert (Path(__file__).resolve().parents[1] / "analysis/reference" / reference.split(" [")[0]).is_file()
+    # every format-crossing claim's effect size, recomputed here from first_crossing.csv: the difference of the
+    # two methods' median crossing steps at the claim's group size, never-crossing runs at last step + 1
+    crossing = pd.read_csv(smoke_results / "tables" / "first_crossing.csv")
+    format_runs = crossing[(crossing["task"] == "toolcall") & (crossing["reward"] == "format")
+                           & np.isclose(crossing["threshold"], 0.8)]
+    label_to_method = {palette.label(method): method for method in palette.METHOD_ORDER}
+    pattern = r"^(.+) reaches format 0\.8 on toolcall \(G=(\d+)\) in fewer steps than (.+)$"
+    checked = 0
+    for claim in claims[claims["median_difference"].notna()].itertuples():
+        match = re.match(pattern, claim.claim)
+        if match is None:
+            continue
+        runs = format_runs[format_runs["G"] == int(match[2])]
+        steps = runs["step"].fillna(runs["last_step"] + 1).groupby(runs["method"]).median()
+        assert claim.median_difference == steps[label_to_method[match[1]]] - steps[label_to_method[match[3]]]
+        assert claim.ci_low <= claim.median_difference <= claim.ci_high
+        checked += 1
+    assert checked  # the smoke matrix has at least one pair of methods at one group size
 
 
 def test_a_second_run_has_nothing_to_do(smoke_results):

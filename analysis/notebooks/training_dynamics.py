@@ -16,7 +16,7 @@
 #
 # This notebook opens the training runs of one scale (`results/<scale>/runs/.../metrics.parquet`) and redraws
 # the main dynamics figures with the same library code the pipeline uses (`dara.analysis`).
-# Set `DARA_RESULTS` to the results folder of a scale (default `results/tiny`); run it after
+# Set `DARA_RESULTS` to the results folder of a scale (default: `results/tiny` of this repository); run it after
 # `snakemake --config scale=tiny` (or `scale=smoke` for a quick look at meaningless numbers).
 
 # %%
@@ -29,7 +29,10 @@ from dara.analysis import figures
 from dara.analysis.runs import load_metrics, reward_names
 from dara.analysis.tables import crossing_records, crossing_summary, main_group_size
 
-RESULTS = Path(os.environ.get("DARA_RESULTS", "results/tiny"))
+# JupyterLab starts a kernel in the notebook's folder, the tests in the repository root: find the root (the
+# folder with the Snakefile) from either; a relative DARA_RESULTS is taken from the root too.
+REPO = next(folder for folder in (Path.cwd(), *Path.cwd().parents) if (folder / "Snakefile").is_file())
+RESULTS = REPO / os.environ.get("DARA_RESULTS", "results/tiny")
 SCALE = RESULTS.name
 metrics = load_metrics(sorted(RESULTS.glob("runs/*/*/G*/seed*/metrics.parquet")))
 runs = metrics[["task", "method", "G", "seed"]].drop_duplicates()

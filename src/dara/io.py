@@ -94,3 +94,8 @@ def replace_dir_atomically(path: str | os.PathLike, write: Callable[[Path], obje
         shutil.rmtree(temporary, ignore_errors=True)
         raise
     return path
+
+
+def write_csv_atomic(path: str | os.PathLike, frame) -> Path:
+    """A pandas DataFrame as CSV (no index)."""
+    return replace_atomically(path, lambda temporary: frame.to_csv(temporary, index=False))

@@ -5,6 +5,11 @@ Each check returns a :class:`Claim` with a verdict: "supported", "not supported"
 where neither method reached the threshold). A crossing claim whose medians point the paper's way but whose
 log-rank test is not significant at 5 % is "same direction, not significant": with three seeds a one-step lead
 is no evidence. REPORT.md lists them as they come.
+
+Each claim carries the paper's side as a :class:`~dara.analysis.paper_reference.PaperStatement`: the text with
+numbers computed from ``analysis/reference/*.csv`` and the rows it comes from. A crossing claim also carries its
+effect size: the difference of median crossing steps with a bootstrap 95 % interval over seeds
+(:mod:`dara.analysis.effect_size`), beside the log-rank p-value that decides its verdict.
 """
 
 from __future__ import annotations
@@ -16,7 +21,9 @@ import numpy as np
 import pandas as pd
 
 from dara.analysis import palette
-from dara.analysis.survival import kaplan_meier, logrank_test
+from dara.analysis.effect_size import bootstrap_median_difference, crossing_steps
+from dara.analysis.kaplan_meier import kaplan_meier, logrank_test
+from dara.analysis.paper_reference import PaperStatement
 from dara.analysis.tables import survival_durations
 
 Verdict = Literal["supported", "same direction, not significant", "not supported", "inconclusive", "not testable"]
@@ -25,11 +32,20 @@ SIGNIFICANCE = 0.05  # log-rank p below which a faster crossing counts as suppor
 
 @dataclass(frozen=True)
 class Claim:
+    """One claim of the paper against our runs. ``paper``/``reference``: the paper's numbers and the reference
+    rows they come from. Crossing claims fill ``median_difference`` (steps, ours minus baseline), its 95 %
+    interval ``ci_low``/``ci_high`` and ``logrank_p``; other claims leave them NaN."""
+
     claim: str
     paper: str
+    reference: str
     ours: str
     verdict: Verdict
     scale: str
+    median_difference: float = np.nan
+    ci_low: float = np.nan
+    ci_high: float = np.nan
+    logrank_p: float = np.nan
 
 
 def _km_median(durations: pd.DataFrame) -> float:
@@ -42,10 +58,12 @@ def _step_text(value: float) -> str:
     return "never" if not np.isfinite(value) else f"{value:g}"
 
 
-def faster_crossing(records: pd.DataFrame, method: str, baseline: str, *, paper: str, scale: str,
+def faster_crossing(records: pd.DataFrame, method: str, baseline: str, *, paper: PaperStatement, scale: str,
                     what: str) -> Claim:
     """``method`` reaches the threshold in fewer steps than ``baseline``: Kaplan-Meier median crossing
     step strictly smaller (never-crossing runs censored, not dropped) and a log-rank p-value below 5 %.
+    The effect size (median difference and its bootstrap interval, never-crossing seeds at last step + 1)
+    is reported beside the verdict and does not change it.
 
     ``records``: crossing records (``tables.crossing_records``) already narrowed to one task, reward,
     threshold and group size.
@@ -55,13 +73,15 @@ def faster_crossing(records: pd.DataFrame, method: str, baseline: str, *, paper:
     ours_rows, base_rows = (durations[durations["method"] == m] for m in (method, baseline))
     if ours_rows.empty or base_rows.empty:
         missing = [m for m, rows in ((method, ours_rows), (baseline, base_rows)) if rows.empty]
-        return Claim(claim, paper, f"no runs of {', '.join(missing)}", "not testable", scale)
+        return Claim(claim, paper.text, paper.reference, f"no runs of {', '.join(missing)}", "not testable", scale)
+    effect = bootstrap_median_difference(crossing_steps(ours_rows), crossing_steps(base_rows))
     ours_median, base_median = _km_median(ours_rows), _km_median(base_rows)
     test = logrank_test(ours_rows["duration"], ours_rows["observed"], base_rows["duration"], base_rows["observed"])
     p_text = "n/a" if np.isnan(test.p_value) else f"{test.p_value:.3g}"
     ours = (f"median step {_step_text(ours_median)} vs {_step_text(base_median)} "
             f"(n={len(ours_rows)} vs {len(base_rows)}; crossed {int(ours_rows['observed'].sum())}/"
-            f"{len(ours_rows)} vs {int(base_rows['observed'].sum())}/{len(base_rows)}; log-rank p={p_text})")
+            f"{len(ours_rows)} vs {int(base_rows['observed'].sum())}/{len(base_rows)}; "
+            f"median difference {effect.text()}; log-rank p={p_text})")
     if not np.isfinite(ours_median) and not np.isfinite(base_median):
         verdict: Verdict = "inconclusive"
     elif (ours_median if np.isfinite(ours_median) else np.inf) >= (base_median if np.isfinite(base_median) else np.inf):
@@ -70,10 +90,11 @@ def faster_crossing(records: pd.DataFrame, method: str, baseline: str, *, paper:
         verdict = "supported"
     else:
         verdict = "same direction, not significant"
-    return Claim(claim, paper, ours, verdict, scale)
+    return Claim(claim, paper.text, paper.reference, ours, verdict, scale, effect.difference, effect.low, effect.high,
+                 test.p_value)
 
 
-def not_lower(summary: pd.DataFrame, metric: str, method: str, baseline: str, *, paper: str, scale: str,
+def not_lower(summary: pd.DataFrame, metric: str, method: str, baseline: str, *, paper: PaperStatement, scale: str,
               what: str, higher_is_better: bool = True) -> Claim:
     """``method``'s mean is at least ``baseline``'s (or at most, when lower is better) minus one
     pooled SD: "no worse within seed noise". ``summary``: rows with method, metric, mean, sd, n."""
@@ -81,15 +102,16 @@ def not_lower(summary: pd.DataFrame, metric: str, method: str, baseline: str, *,
     claim = f"{palette.label(method)}'s {what} is {direction} than {palette.label(baseline)}'s"
     rows = summary[summary["metric"] == metric].set_index("method")
     if method not in rows.index or baseline not in rows.index:
-        return Claim(claim, paper, f"no {metric} for {method} or {baseline}", "not testable", scale)
+        return Claim(claim, paper.text, paper.reference, f"no {metric} for {method} or {baseline}", "not testable",
+                     scale)
     a, b = rows.loc[method], rows.loc[baseline]
     pooled = float(np.sqrt(np.nansum([a["sd"] ** 2, b["sd"] ** 2]) / 2))
     gap = (a["mean"] - b["mean"]) if higher_is_better else (b["mean"] - a["mean"])
     ours = f"{a['mean']:.2f} vs {b['mean']:.2f} (pooled SD {pooled:.2f}; n={int(a['n'])} vs {int(b['n'])})"
-    return Claim(claim, paper, ours, "supported" if gap >= -pooled else "not supported", scale)
+    return Claim(claim, paper.text, paper.reference, ours, "supported" if gap >= -pooled else "not supported", scale)
 
 
-def sparse_upweighted(metrics: pd.DataFrame, sparse: str, dense: str, methods, *, paper: str, scale: str,
+def sparse_upweighted(metrics: pd.DataFrame, sparse: str, dense: str, methods, *, paper: PaperStatement, scale: str,
                       task: str) -> Claim:
     """At the first training step, the sparse reward's density is below the dense one's and DARA's
     weight on it exceeds 1 (median over DARA runs)."""
@@ -97,7 +119,7 @@ def sparse_upweighted(metrics: pd.DataFrame, sparse: str, dense: str, methods, *
     needed = [f"density/{sparse}", f"density/{dense}", f"weight/{sparse}"]
     runs = metrics[metrics["method"].isin(methods) & (metrics["step"] >= 1)]
     if runs.empty or any(column not in runs.columns for column in needed):
-        return Claim(claim, paper, "no DARA runs with density logs", "not testable", scale)
+        return Claim(claim, paper.text, paper.reference, "no DARA runs with density logs", "not testable", scale)
     first = runs.sort_values("step").groupby(["method", "G", "seed"]).head(1)
     density_sparse = float(first[needed[0]].median())
     density_dense = float(first[needed[1]].median())
@@ -105,9 +127,15 @@ def sparse_upweighted(metrics: pd.DataFrame, sparse: str, dense: str, methods, *
     ours = (f"step-{int(first['step'].min())} median density {sparse} {density_sparse:.2f} vs {dense} "
             f"{density_dense:.2f}; weight on {sparse} {weight:.2f} (n={len(first)} runs)")
     verdict: Verdict = "supported" if density_sparse < density_dense and weight > 1 else "not supported"
-    return Claim(claim, paper, ours, verdict, scale)
+    return Claim(claim, paper.text, paper.reference, ours, verdict, scale)
+
+
+def claims_frame(claims: list[Claim]) -> pd.DataFrame:
+    return pd.DataFrame([c.__dict__ for c in claims], columns=list(Claim.__dataclass_fields__))
 
 
 def claims_markdown(claims: list[Claim]) -> str:
-    frame = pd.DataFrame([c.__dict__ for c in claims], columns=["claim", "paper", "ours", "verdict", "scale"])
-    return frame.to_markdown(index=False)
+    """The claims as REPORT.md shows them: the paper's numbers with their reference rows, ours, the verdict."""
+    frame = claims_frame(claims)
+    frame["paper"] = [f"{text} (`{reference}`)" for text, reference in zip(frame["paper"], frame["reference"])]
+    return frame[["claim", "paper", "ours", "verdict", "scale"]].to_markdown(index=False)

@@ -1,6 +1,7 @@
 """When does a training reward reach a threshold?
 
-Two definitions, one per study of the paper (PAPER.md E):
+Two definitions, one per study of the paper (the authors' release: the tool study's first step with
+training format >= 0.8, and ``math/tools/learning_efficiency.py`` for the math study):
 
 - ``first_crossing``: the first logged step whose value is at or above the threshold, unsmoothed.
   The tool-calling study counts "format 0.8" this way.
@@ -73,7 +74,7 @@ def first_stable_crossing(
 ) -> StableCrossing:
     """First step whose ``window``-step trailing mean stays ``>= threshold`` for the next ``future`` steps.
 
-    Follows PAPER.md E: steps ``1..N`` must all be present (step 0 and steps past ``budget`` are dropped
+    As the paper's ``math/tools/learning_efficiency.py``: steps ``1..N`` must all be present (step 0 and steps past ``budget`` are dropped
     first); a candidate ``t`` needs a full window (``t >= window``) and ``t + future <= N``, and
     ``m[u] >= threshold`` for every ``u`` in ``[t, t + future]``.
 
@@ -112,3 +113,22 @@ def first_stable_crossing(
     if above[-1]:
         return StableCrossing(None, "pending", last_step)
     return StableCrossing(None, "not_reached", last_step)
+
+
+def stable_crossing_span(settings: dict, run_length: int) -> tuple[int, int]:
+    """The ``(window, future)`` of a stable crossing for runs of ``run_length`` steps.
+
+    ``settings``: the ``stable_crossing`` section of ``analysis/config.yaml``. Its ``window_fraction`` and
+    ``future_fraction``, when given, replace ``window`` and ``future`` by that share of the run length,
+    rounded half up, at least 1 step each: a 20-step tiny run cannot hold the paper's 10-step window
+    confirmed over 20 more steps, so every method would sit at "not confirmed" whatever it learned.
+    """
+    if run_length < 1:
+        raise ValueError(f"run_length must be >= 1, got {run_length}")
+
+    def scaled(fraction_key: str, steps_key: str) -> int:
+        if fraction_key in settings:
+            return max(1, int(np.floor(settings[fraction_key] * run_length + 0.5)))
+        return int(settings[steps_key])
+
+    return scaled("window_fraction", "window"), scaled("future_fraction", "future")

@@ -1,13 +1,14 @@
 """Figure building blocks: median-and-IQR bands over seeds, crossing markers, Kaplan-Meier steps.
 
 Every figure uses :mod:`dara.analysis.palette`, labels its axes with units, carries a legend, and is
-saved as PNG and PDF by :func:`dara.analysis.io.save_figure`. Figures made from tiny-scale runs say so
+saved as PNG and PDF by :func:`save_figure` (atomically, through :mod:`dara.io`). Figures made from tiny-scale runs say so
 in their title (``scale_note``) so they are never mistaken for the paper's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import matplotlib
 
@@ -19,7 +20,8 @@ import pandas as pd  # noqa: E402
 
 from dara.analysis import palette  # noqa: E402
 from dara.analysis.summary import seed_band  # noqa: E402
-from dara.analysis.survival import kaplan_meier  # noqa: E402
+from dara.io import replace_atomically  # noqa: E402
+from dara.analysis.kaplan_meier import kaplan_meier  # noqa: E402
 
 plt.rcParams.update(
     {
@@ -150,3 +152,14 @@ def finish(ax, xlabel: str, ylabel: str, title: str | None = None, legend: bool 
 
 def close(figure) -> None:
     plt.close(figure)
+
+
+def save_figure(figure, stem) -> list[Path]:
+    """Save ``figure`` as ``stem.png`` (200 dpi) and ``stem.pdf``, each atomically; returns both paths."""
+    stem = Path(stem)
+    written = []
+    for suffix, options in ((".png", {"dpi": 200}), (".pdf", {})):
+        target = stem.parent / f"{stem.name}{suffix}"
+        written.append(replace_atomically(
+            target, lambda temporary, s=suffix, o=options: figure.savefig(temporary, format=s[1:], bbox_inches="tight", **o)))
+    return written

@@ -1,5 +1,5 @@
 """From per-run metrics and evaluations to the numbers in tables: crossing records, seed summaries,
-final-checkpoint summaries and side-by-side comparison with the paper.
+final-checkpoint summaries.
 
 Frames are long: one row per run (task, method, G, seed) and quantity, so every table is a pivot of one.
 """
@@ -53,7 +53,7 @@ def crossing_records(metrics: pd.DataFrame, thresholds: Mapping[str, Sequence[fl
 def stable_crossing_records(
     metrics: pd.DataFrame, reward: str, thresholds: Sequence[float], *, window: int = 10, future: int = 20
 ) -> pd.DataFrame:
-    """First stable crossing (PAPER.md E) of ``reward/<reward>`` per run and threshold, with its status."""
+    """First stable crossing (``crossing.first_stable_crossing``) of ``reward/<reward>`` per run and threshold, with its status."""
     column = f"reward/{reward}"
     if column not in metrics.columns:
         raise ValueError(f"no {column!r} in the metrics; have {sorted(c for c in metrics.columns if c.startswith('reward/'))}")
@@ -157,15 +157,3 @@ def pivot_mean_sd(summary: pd.DataFrame, index: Sequence[str], metrics: Sequence
     present = [metric for metric in metrics if metric in table.columns]
     return table[present].reset_index()
 
-
-def compare_with_paper(ours: pd.DataFrame, paper: pd.DataFrame, on: Sequence[str]) -> pd.DataFrame:
-    """Outer join of our and the paper's ``mean`` (and ``sd``) on ``on``; ``difference`` = ours - paper.
-
-    Rows only one side has stay, with the other side empty, so a missing run or a missing reference
-    number is visible rather than dropped.
-    """
-    left = ours[[*on, "mean", "sd", "n"]].rename(columns={"mean": "ours", "sd": "ours_sd", "n": "ours_n"})
-    right = paper[[*on, "mean", "sd"]].rename(columns={"mean": "paper", "sd": "paper_sd"})
-    merged = left.merge(right, on=list(on), how="outer")
-    merged["difference"] = merged["ours"] - merged["paper"]
-    return merged

@@ -12,7 +12,7 @@ where some response succeeds carry signal for it, so its density pi is small and
 once normalised over the batch, gives it a small share of the update. DARA multiplies it by
 ``min(w_max, sqrt(pi_ref / pi))``.
 
-Run it: ``python -m dara.analysis.toy --out results/toy.csv`` (see ``analysis/toy.py`` for the figure).
+Run it: ``python -m dara.analysis.mechanism_toy --out results/toy.csv`` (see ``analysis/toy.py`` for the figure).
 """
 
 from __future__ import annotations
@@ -138,14 +138,14 @@ def steps_to_threshold(
 
 
 def main(argv=None) -> None:
-    from dara.analysis.io import write_csv
+    from dara.io import write_csv_atomic
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="CSV of steps to threshold per method, G and seed")
     parser.add_argument("--seeds", type=int, default=3)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    write_csv(args.out, steps_to_threshold(seeds=range(args.seeds)))
+    write_csv_atomic(args.out, steps_to_threshold(seeds=range(args.seeds)))
 
 
 if __name__ == "__main__":

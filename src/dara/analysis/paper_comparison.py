@@ -12,10 +12,8 @@ import pandas as pd
 
 from dara.analysis import claims as claim_checks
 from dara.analysis import palette
+from dara.analysis.paper_reference import PaperReference
 from dara.analysis.tables import main_group_size
-
-HEADLINE_METHODS = ("grpo", "gdpo", "dara_sym", "dara_asym")
-
 
 def paper_model_size(model: str) -> str:
     """The paper's Table 1 model size our model is compared with: Qwen2.5-1.5B/3B by name; a tiny or
@@ -66,8 +64,10 @@ def table_comparison(ours: pd.DataFrame, paper: pd.DataFrame, on=("method", "met
 
 
 def headline_claims(crossings: pd.DataFrame, table1: pd.DataFrame | None, metrics: pd.DataFrame | None,
-                    stable: pd.DataFrame | None, table4a: pd.DataFrame | None, config: dict) -> list:
-    """The paper's main claims checked on our results (see :mod:`dara.analysis.claims`)."""
+                    stable: pd.DataFrame | None, table4a: pd.DataFrame | None, config: dict,
+                    reference: PaperReference) -> list:
+    """The paper's main claims checked on our results (see :mod:`dara.analysis.claims`); the paper's side of
+    each comes from ``reference`` (``analysis/reference/*.csv``)."""
     scale = config["scale"]
     tool, math = config["tasks"]["tool"], config["tasks"]["math"]
     reward, threshold = config["format_reward"], config["format_threshold"]
@@ -78,40 +78,32 @@ def headline_claims(crossings: pd.DataFrame, table1: pd.DataFrame | None, metric
         group_size = main_group_size(tool_records)
         main = tool_records[tool_records["G"] == group_size]
         what = f"{reward} {threshold} on {tool} (G={group_size})"
-        for method, baseline, paper in (
-            ("dara_asym", "gdpo", "1.5B median 14 vs 19 steps (F5); 3B 10 vs 12 (DARA-Sym 10)"),
-            ("dara_sym", "gdpo", "1.5B median 15 vs 19 steps (F5)"),
-            ("dara_asym", "grpo", "1.5B median 14 vs 34 steps (F5)"),
-            ("dara_sym", "grpo", "1.5B median 15 vs 34 steps (F5)"),
-        ):
-            found.append(claim_checks.faster_crossing(main, method, baseline, paper=paper, scale=scale, what=what))
+        for method, baseline in (("dara_asym", "gdpo"), ("dara_sym", "gdpo"), ("dara_asym", "grpo"), ("dara_sym", "grpo")):
+            found.append(claim_checks.faster_crossing(main, method, baseline, scale=scale, what=what,
+                                                      paper=reference.crossing_statement([method, baseline])))
         for group_size_other, records in tool_records.groupby("G"):
             if group_size_other == group_size:
                 continue
             found.append(claim_checks.faster_crossing(
-                records, "dara_sym", "gdpo", paper="group-size figure: DARA reaches 0.8 before GDPO at every G (F6)",
+                records, "dara_sym", "gdpo", paper=reference.figure_statement("group_size"),
                 scale=scale, what=f"{reward} {threshold} on {tool} (G={group_size_other})"))
     else:
-        found.append(claim_checks.Claim("DARA reaches format 0.8 in fewer steps than GDPO", "F5",
-                                        f"no {tool} runs", "not testable", scale))
+        statement = reference.crossing_statement(["dara_sym", "gdpo"])
+        found.append(claim_checks.Claim(f"DARA reaches {reward} {threshold} in fewer steps than GDPO", statement.text,
+                                        statement.reference, f"no {tool} runs", "not testable", scale))
     if table1 is not None and not table1.empty:
         final = table1[table1["cohort"] == "all runs"]
         final = final[final["model"] == sorted(final["model"].unique())[0]]  # the primary (first) model
-        found.append(claim_checks.not_lower(final, "average_accuracy", "dara_sym", "gdpo", scale=scale,
-                                            what="final held-out accuracy",
-                                            paper="BFCL-v4 Avg 51.17 vs 50.37 (1.5B), 54.15 vs 53.66 (3B)"))
-        found.append(claim_checks.not_lower(final, "average_format", "dara_sym", "gdpo", scale=scale,
-                                            what="final held-out format",
-                                            paper="BFCL-v4 Avg Format 97.55 vs 97.11 (1.5B)"))
-        found.append(claim_checks.not_lower(final, "average_format", "dara_sym", "grpo", scale=scale,
-                                            what="final held-out format",
-                                            paper="BFCL-v4 Avg Format 97.55 vs 81.01 (1.5B)"))
+        for metric, what, baseline in (("average_accuracy", "final held-out accuracy", "gdpo"),
+                                       ("average_format", "final held-out format", "gdpo"),
+                                       ("average_format", "final held-out format", "grpo")):
+            found.append(claim_checks.not_lower(final, metric, "dara_sym", baseline, scale=scale, what=what,
+                                                paper=reference.final_score_statement(metric, ["dara_sym", baseline])))
     if metrics is not None:
         tool_metrics = metrics[metrics["task"] == tool]
         dense = "correctness"
         found.append(claim_checks.sparse_upweighted(tool_metrics, reward, dense, ("dara_sym", "dara_asym"),
-                                                    paper="format density starts low and DARA's weight on it > 1 (fig1b)",
-                                                    scale=scale, task=tool))
+                                                    paper=reference.figure_statement("fig1b"), scale=scale, task=tool))
     if stable is not None and not stable.empty:
         # the strictest threshold DARA or GDPO confirms at all (the paper's contrast grows with strictness);
         # the strictest overall when none does
@@ -119,16 +111,25 @@ def headline_claims(crossings: pd.DataFrame, table1: pd.DataFrame | None, metric
         confirmed = compared.loc[compared["step"].notna(), "threshold"]
         strict = float(confirmed.max() if len(confirmed) else stable["threshold"].max())
         records = stable[np.isclose(stable["threshold"], strict)]
+        window, future = stable_window(stable, config)
         for method in ("dara_asym", "dara_sym"):
             found.append(claim_checks.faster_crossing(
                 records, method, "gdpo", scale=scale,
-                what=f"a stable {strict:g} length reward on {math} (window {config['stable_crossing']['window']}, "
-                     f"confirmed over {config['stable_crossing']['future']} steps)",
-                paper="99 %: Asym/Sym/GDPO 66/59/111 (4B-Inst), 56/50/142 (R1-7B); 80 %: DARA = GDPO = 20"))
+                what=f"a stable {strict:g} length reward on {math} (window {window}, confirmed over {future} steps)",
+                paper=reference.stable_crossing_statement([method, "gdpo"])))
     if table4a is not None and not table4a.empty:
         found.append(claim_checks.not_lower(table4a, "exceed", "dara_asym", "static_asym", scale=scale,
                                             what="share of responses over budget", higher_is_better=False,
-                                            paper="R1-1.5B exceed 4.21 (DARA-Asym) vs 3.14 (Static-Asym): not claimed lower"))
+                                            paper=reference.static_vs_dynamic_statement("exceed", ["dara_asym", "static_asym"])))
         found.append(claim_checks.not_lower(table4a, "macro_pass1", "dara_asym", "static_asym", scale=scale,
-                                            what="held-out accuracy", paper="R1-1.5B 48.03 vs 46.84"))
+                                            what="held-out accuracy",
+                                            paper=reference.static_vs_dynamic_statement("accuracy", ["dara_asym", "static_asym"])))
     return found
+
+
+def stable_window(stable: pd.DataFrame, config: dict) -> tuple[int, int]:
+    """The window and confirmation span fig5 used: from its records (fig5.csv has them since the span scales
+    with the run length), else from the configuration."""
+    if {"window", "future"} <= set(stable.columns):
+        return int(stable["window"].iloc[0]), int(stable["future"].iloc[0])
+    return int(config["stable_crossing"]["window"]), int(config["stable_crossing"]["future"])
