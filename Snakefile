@@ -15,6 +15,18 @@ include: "workflow/rules/analysis.smk"
 include: "workflow/rules/paper.smk"
 
 
+# One named target per experiment target (`snakemake toolcall`, `snakemake group_size`, ...): its runs, and where it
+# trains with another backend than the scale's own, the side-by-side comparison (rule backends).
+for _target in EXPERIMENT["targets"]:
+
+    rule:
+        name:
+            _target
+        input:
+            [run.metrics for run in target_runs(_target)],
+            rules.backends.output if any(run.backend != EXPERIMENT["backend"] for run in target_runs(_target)) else [],
+
+
 rule all:
     default_target: True
     input:

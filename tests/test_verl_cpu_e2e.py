@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
 RUN_DIR = "results/verl_cpu/runs/toolcall-tiny/dara_asym/G4/seed0"  # dara.runs layout, under the test's folder
-TASK_OPTIONS = {"format_rate": 0.03, "think_filler_max": 0}
+TASK_OPTIONS = {"format_rate": 0.4, "think_filler_max": 0}  # format varies inside groups from step 1
 
 
 def _ray_processes() -> list[str]:
@@ -38,10 +38,15 @@ def setup(tmp_path_factory):
     from dara.verl_backend.tiny_data import prepare
 
     base = tmp_path_factory.mktemp("verl_cpu")
-    warm_start("toolcall", TASK_OPTIONS, base / "policy", vocab_size=400, corpus_items=200, sft_steps=20,
-               sft_batch_size=16, probe_prompts=2, probe_group_size=2,
-               model={"hidden_size": 32, "layers": 1, "heads": 2, "kv_heads": 1, "intermediate_size": 64,
-                      "max_positions": 256})
+    from dara.experiments import default_warm_start
+
+    # trained enough that rewards vary inside groups (a policy that scores every response alike gives zero
+    # advantages and no policy gradient to check)
+    warm_start("toolcall", TASK_OPTIONS, base / "policy", **{**default_warm_start(), **dict(
+        vocab_size=400, corpus_items=300, sft_steps=150, sft_batch_size=16, sft_learning_rate=0.01, probe_prompts=2,
+        probe_group_size=2, max_new_tokens=48,
+        model={"hidden_size": 32, "layers": 1, "heads": 2, "kv_heads": 1, "intermediate_size": 64,
+               "max_positions": 256})})
     prepare("toolcall", TASK_OPTIONS, base / "policy", base / "data" / "toolcall", train_items=16, test_items=4)
     experiment = yaml.safe_load((ROOT / "experiments" / "verl_cpu.yaml").read_text())
     paper = experiment["settings"]["paper"]

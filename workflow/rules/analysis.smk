@@ -126,3 +126,38 @@ rule report_md:
 
 ALL_OUTPUTS += [path for _, _, outputs in ARTIFACTS.values() for path in outputs]
 ALL_OUTPUTS += rules.toy.output + rules.report_md.output
+
+
+# Backends side by side (analysis/backends.py): where a target trains runs with another backend than the scale's
+# own (TRL at the CPU scales, the tiny trainer at verl_cpu), the same task, method, G and seed of both, compared.
+OTHER_BACKEND_RUNS = [run for run in RUNS if run.backend != EXPERIMENT["backend"]]
+if OTHER_BACKEND_RUNS:
+    _keys = {(run.task, run.method, run.group_size, run.seed) for run in OTHER_BACKEND_RUNS}
+    BACKEND_PAIRS = sorted({run.shared_view_metrics for run in OWN_RUNS if run.primary
+                            and (run.task, run.method, run.group_size, run.seed) in _keys}
+                           | {run.metrics for run in OTHER_BACKEND_RUNS})
+
+    rule backends:
+        input:
+            script="analysis/backends.py",
+            config=ANALYSIS_CONFIG,
+            metrics=BACKEND_PAIRS,
+        output:
+            f"{TABLES}/backends.csv",
+            f"{TABLES}/backends.md",
+            figure("backends", "Backends"),
+        log:
+            f"{RESULTS}/logs/analysis/backends.log",
+        threads: 1
+        params:
+            scale=SCALE,
+            own=EXPERIMENT["backend"],
+            out=results_of,
+        shell:
+            "python {input.script} --scale {params.scale} --config {input.config} --own-backend {params.own}"
+            " --out-dir {params.out} --metrics {input.metrics} > {log} 2>&1"
+
+    # An opt-in target (targets.<name>.opt_in) is left out of `rule all`; the others bring the comparison along.
+    if any(not EXPERIMENT["targets"][target].get("opt_in", False) for run in OTHER_BACKEND_RUNS
+           for target in run.targets):
+        ALL_OUTPUTS += rules.backends.output

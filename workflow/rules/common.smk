@@ -13,8 +13,10 @@ shell.prefix(f'set -euo pipefail; export PATH="{os.path.dirname(sys.executable)}
 
 # load_experiment validates experiments/<scale>.yaml against src/dara/schemas/experiment.schema.json (naming the
 # offending key) and fills in the schema's defaults, before any rule is defined.
-SCALE = str(config.get("scale", "tiny"))
-EXPERIMENT = load_experiment(SCALE)
+# What the jobs load too (`--experiment`): a scale name, or the path of an experiment file.
+EXPERIMENT_SOURCE = str(config.get("scale", "tiny"))
+EXPERIMENT = load_experiment(EXPERIMENT_SOURCE)
+SCALE = EXPERIMENT["scale"]
 RESULTS = f"results/{SCALE}"
 RUNS = run_matrix(EXPERIMENT)
 # Runs of the scale's own backend make `rule all` and the analysis; a target trained by another backend (TRL at the

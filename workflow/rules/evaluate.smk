@@ -27,11 +27,11 @@ for _job in training_jobs(RUNS):
             f"{RESULTS}/benchmarks/evaluate/{_job.name}.tsv"
         threads: 1
         params:
-            scale=SCALE,
+            experiment=EXPERIMENT_SOURCE,
             runs=[run.run_dir for run in _job.runs],
             evaluation=EXPERIMENT["evaluation"],
         shell:
-            "OMP_NUM_THREADS={threads} python -m dara.evaluation.tiny --experiment {params.scale:q}"
+            "OMP_NUM_THREADS={threads} python -m dara.evaluation.tiny --experiment {params.experiment:q}"
             " --run-dir {params.runs} > {log} 2>&1"
 
 if any(run.backend == "verl" for run in RUNS):

@@ -21,20 +21,20 @@ if "warm_start" in EXPERIMENT:
         params:
             settings=lambda wildcards: warm_start_settings(EXPERIMENT, wildcards.task),
             out=subpath(output[0], parent=True),
-            scale=SCALE,
+            experiment=EXPERIMENT_SOURCE,
         shell:
-            "OMP_NUM_THREADS={threads} python -m dara.tiny.warmstart --experiment {params.scale:q}"
+            "OMP_NUM_THREADS={threads} python -m dara.tiny.warmstart --experiment {params.experiment:q}"
             " --task {wildcards.task} --out {params.out} > {log} 2>&1"
 
 
 # The command of each backend; {params.runs} are the job's run folders.
 TRAIN_COMMANDS = {
-    "tiny": "OMP_NUM_THREADS={threads} python -m dara.tiny.trainer --experiment {params.scale:q}"
+    "tiny": "OMP_NUM_THREADS={threads} python -m dara.tiny.trainer --experiment {params.experiment:q}"
             " --run-dir {params.runs} --no-progress > {log} 2>&1",
-    "trl": "OMP_NUM_THREADS={threads} python -m dara.trl.train --experiment {params.scale:q}"
+    "trl": "OMP_NUM_THREADS={threads} python -m dara.trl.train --experiment {params.experiment:q}"
            " --run-dir {params.runs} > {log} 2>&1",
     # verl: on a cluster inside a Ray cluster over the job's nodes; the launcher resumes from verl's checkpoints.
-    "verl": "bash profiles/slurm/ray_job.sh python -m dara.verl_backend.launch train --experiment {params.scale:q}"
+    "verl": "bash profiles/slurm/ray_job.sh python -m dara.verl_backend.launch train --experiment {params.experiment:q}"
             " --run-dir {params.runs} > {log} 2>&1",
 }
 
@@ -79,20 +79,14 @@ for _job in training_jobs(RUNS):
         resources:
             **training_resources(_job),
         params:
-            scale=SCALE,
+            experiment=EXPERIMENT_SOURCE,
             runs=[run.run_dir for run in _job.runs],
             settings=[run.settings for run in _job.runs],
         shell:
             TRAIN_COMMANDS[_job.backend]
 
 
-for _target in EXPERIMENT["targets"]:
-
-    rule:
-        name:
-            _target
-        input:
-            [run.metrics for run in target_runs(_target)],
-
-
-ALL_OUTPUTS += [run.metrics for run in OWN_RUNS]
+# Targets are defined after the analysis (Snakefile), so that a target trained by another backend brings the
+# backends comparison along: see target_rules() there.
+ALL_OUTPUTS += [run.metrics for run in RUNS if not any(EXPERIMENT["targets"][t].get("opt_in", False)
+                                                      for t in run.targets)]

@@ -74,7 +74,7 @@ def _select(frame: pd.DataFrame | None, task: str, primary: str | None = None) -
 
 def parse_inputs(description: str, argv=None) -> Inputs:
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--scale", required=True, choices=("smoke", "tiny", "paper"))
+    parser.add_argument("--scale", required=True, choices=("smoke", "tiny", "verl_cpu", "paper"))
     parser.add_argument("--config", default="analysis/config.yaml")
     parser.add_argument("--reference-dir", default="analysis/reference")
     parser.add_argument("--metrics", nargs="*", default=[], help="metrics.parquet files of the runs")

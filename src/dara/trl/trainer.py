@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
-from dara.advantages import BATCH_NORMS, METHODS, compute_advantages
+from dara.advantages import BATCH_NORMS, compute_advantages
+from dara.methods import METHODS, get_method
 
-STATIC_METHODS = ("static_sym", "static_asym")
 METRIC_PREFIX = "dara/"
 
 # TRL's own defaults of the aggregation settings DaraGRPOTrainer replaces; any other value would be ignored.
@@ -85,10 +85,10 @@ class DaraGRPOConfig(GRPOConfig):
                     f"{name}={getattr(self, name)!r} selects TRL's own aggregation, which DaraGRPOTrainer replaces "
                     f"(dara_method={self.dara_method!r}; batch normalisation is dara_batch_norm); leave it at "
                     f"{default!r}.")
-        if (self.dara_method in STATIC_METHODS) != (self.dara_static_weights is not None):
+        if get_method(self.dara_method).needs_static_weights != (self.dara_static_weights is not None):
             raise ValueError(f"dara_static_weights must be set for static_sym/static_asym and only for them "
                              f"(dara_method={self.dara_method!r}, dara_static_weights={self.dara_static_weights})")
-        if self.dara_base_weights is not None and self.dara_method != "dvao":
+        if self.dara_base_weights is not None and get_method(self.dara_method).formula != "dvao":
             raise ValueError(f"dara_base_weights are DVAO's channel weights; dara_method={self.dara_method!r} "
                              "does not use them")
 
