@@ -58,8 +58,9 @@ def test_cpu_runs_get_the_backend_settings_and_environment(experiment, tmp_path)
 def test_every_string_is_quoted_for_hydra():
     assert hydra_overrides({"a.b": "1", "a.c": "true", "a.d": 1, "a.e": ["x", "it's"], "a.f": None}) == [
         "a.b='1'", "a.c='true'", "a.d=1", "a.e=['x','it\\'s']", "a.f=null"]
+    assert hydra_overrides({"a.m": {"param_dtype": "fp32", "n": 1}}) == ["a.m={param_dtype:'fp32',n:1}"]
     with pytest.raises(LaunchError, match="cannot render"):
-        hydra_overrides({"a.b": {"nested": 1}})
+        hydra_overrides({"a.b": {1, 2}})
 
 
 def test_unknown_or_conflicting_cpu_settings_raise_before_anything_starts(experiment, tmp_path):

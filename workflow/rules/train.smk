@@ -27,15 +27,13 @@ if "warm_start" in EXPERIMENT:
             " --task {wildcards.task} --out {params.out} > {log} 2>&1"
 
 
-# The command of each backend; {params.runs} are the job's run folders.
+# How each backend's job starts (a rule's shell runs when the job runs, after this loop has ended, so everything
+# job-specific goes through params): the module that trains, and what runs before it.
 TRAIN_COMMANDS = {
-    "tiny": "OMP_NUM_THREADS={threads} python -m dara.tiny.trainer --experiment {params.experiment:q}"
-            " --run-dir {params.runs} --no-progress > {log} 2>&1",
-    "trl": "OMP_NUM_THREADS={threads} python -m dara.trl.train --experiment {params.experiment:q}"
-           " --run-dir {params.runs} > {log} 2>&1",
+    "tiny": {"prefix": "OMP_NUM_THREADS=1", "module": "dara.tiny.trainer --no-progress"},
+    "trl": {"prefix": "OMP_NUM_THREADS=1", "module": "dara.trl.train --no-progress"},
     # verl: on a cluster inside a Ray cluster over the job's nodes; the launcher resumes from verl's checkpoints.
-    "verl": "bash profiles/slurm/ray_job.sh python -m dara.verl_backend.launch train --experiment {params.experiment:q}"
-            " --run-dir {params.runs} > {log} 2>&1",
+    "verl": {"prefix": "bash profiles/slurm/ray_job.sh", "module": "dara.verl_backend.launch train"},
 }
 
 
@@ -82,8 +80,10 @@ for _job in training_jobs(RUNS):
             experiment=EXPERIMENT_SOURCE,
             runs=[run.run_dir for run in _job.runs],
             settings=[run.settings for run in _job.runs],
+            **TRAIN_COMMANDS[_job.backend],
         shell:
-            TRAIN_COMMANDS[_job.backend]
+            "{params.prefix} python -m {params.module} --experiment {params.experiment:q} --run-dir {params.runs}"
+            " > {log} 2>&1"
 
 
 # Targets are defined after the analysis (Snakefile), so that a target trained by another backend brings the

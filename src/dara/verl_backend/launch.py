@@ -33,7 +33,8 @@ REWARDS_MODULE = "pkg://dara.verl_plugin.rewards"
 NEW_KEY_PREFIXES = ("algorithm.dara.", "reward.custom_reward_function.reward_kwargs.",
                     "ray_kwargs.ray_init.runtime_env.env_vars.")
 # Single keys verl's config lacks (the CPU backend adds them; see dara.verl_plugin.cpu).
-NEW_KEYS = {"ray_kwargs.ray_init.num_gpus", "actor_rollout_ref.model.override_config.attn_implementation"}
+NEW_KEYS = {"ray_kwargs.ray_init.num_gpus", "actor_rollout_ref.model.override_config.attn_implementation",
+            "actor_rollout_ref.actor.fsdp_config.mixed_precision", "actor_rollout_ref.ref.fsdp_config.mixed_precision"}
 
 
 class LaunchError(ValueError):
@@ -159,6 +160,8 @@ def _render(value: Any) -> str:
         return "null"
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(_render(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{key}:{_render(item)}" for key, item in value.items()) + "}"
     if isinstance(value, float):
         return repr(value)
     if isinstance(value, int):

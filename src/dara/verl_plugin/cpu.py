@@ -23,8 +23,13 @@ BACKEND_MODULE = "dara.verl_plugin.cpu_backend"
 ROLLOUT_NAME = "hf"  # the rollout backend the backend registers (a transformers model served from a Ray actor)
 
 # verl config values of a CPU run. Each is required: the run stops without it, or falls back to a GPU path.
+_FP32 = {"param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
 CPU_OVERRIDES = {
     "trainer.device": "cpu",
+    # FSDP's default bf16 autocast would make the actor's log-probs differ from the fp32 rollout's by ~1e-3 on CPU;
+    # in fp32 both agree to float noise, so training/rollout_probs_diff_* measures weight staleness only.
+    "actor_rollout_ref.actor.fsdp_config.mixed_precision": _FP32,
+    "actor_rollout_ref.ref.fsdp_config.mixed_precision": _FP32,
     "trainer.nnodes": 1,
     "trainer.n_gpus_per_node": 1,             # one training process; Ray is told it has one (logical) GPU for it
     "ray_kwargs.ray_init.num_gpus": 1,        # verl's resource pool always asks Ray for GPUs
