@@ -6,7 +6,7 @@ BFCL_VENV := .venv-bfcl
 PIP := $(VENV)/bin/python -m pip
 CORES ?= all
 
-.PHONY: setup setup-test setup-bfcl reproduce smoke test bench bench-trainer notebooks clean-envs
+.PHONY: setup setup-test setup-bfcl reproduce snapshot smoke test bench bench-trainer notebooks clean-envs
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,8 +37,17 @@ $(BFCL_VENV)/.stamp: envs/bfcl.txt envs/bfcl-nodeps.txt pyproject.toml
 setup: $(VENV)/.cpu-stamp $(BFCL_VENV)/.stamp
 setup-test: setup $(VENV)/.test-stamp
 
+# The wall time of the workflow (after set-up) is recorded for the snapshot (analysis/snapshot.py), with whether it
+# started from an empty results/tiny (a partial rerun is faster and says so).
 reproduce: setup
-	$(VENV)/bin/snakemake --cores $(CORES)
+	@empty=$$(test -d results/tiny/runs && echo no || echo yes); start=$$(date +%s); \
+	$(VENV)/bin/snakemake --cores $(CORES) && \
+	echo "$$(( $$(date +%s) - start )) seconds; started from an empty results/tiny: $$empty" \
+	  > results/tiny/reproduce_seconds.txt
+
+# docs/results/ and the README's generated blocks from results/tiny (after make reproduce).
+snapshot: setup
+	$(VENV)/bin/python analysis/snapshot.py
 
 smoke: setup
 	$(VENV)/bin/snakemake --cores 2 --config scale=smoke

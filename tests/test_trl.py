@@ -408,15 +408,17 @@ def test_compare_backends_lines_up_runs_by_path(tmp_path):
         compare_backends({"tiny": tiny}, reward="format", threshold=0.8)
 
 
-def test_the_docs_example_runs_as_written(policy, tmp_path, monkeypatch):
-    text = (ROOT / "docs" / "trl.md").read_text()
+@pytest.mark.parametrize("document, heading", [("docs/trl.md", "# Use DARA in TRL"), ("README.md", "## Use DARA in TRL")])
+def test_the_docs_example_runs_as_written(policy, tmp_path, monkeypatch, document, heading):
+    text = (ROOT / document).read_text()
+    text = text[text.index(heading):]
     example = re.search(r"```python\n(.*?)```", text, re.S).group(1)
     assert len(example.strip().splitlines()) <= 12
     (tmp_path / "results" / "tiny" / "policies").mkdir(parents=True)
     (tmp_path / "results" / "tiny" / "policies" / "toolcall").symlink_to(policy)
     monkeypatch.chdir(tmp_path)
     namespace = {}
-    exec(compile(example, "docs/trl.md", "exec"), namespace)
+    exec(compile(example, document, "exec"), namespace)
     trainer = namespace["trainer"]
     assert trainer.state.global_step == trainer.args.max_steps
     assert any("dara/weight/tool_format" in entry for entry in trainer.state.log_history)

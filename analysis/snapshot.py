@@ -1,0 +1,92 @@
+"""Snapshot of a finished tiny run into docs/results/, and the README's generated blocks from it.
+
+    python analysis/snapshot.py            # after `make reproduce`: results/tiny -> docs/results/, README blocks
+    python analysis/snapshot.py --check    # the README's blocks equal the snapshot (tests/test_readme_numbers.py)
+
+README and docs quote no result by hand: they show blocks between ``<!-- snapshot:NAME -->`` and
+``<!-- /snapshot:NAME -->`` that this script copies from ``docs/results/NAME.md``, and point at
+``docs/results/REPORT.md`` for the rest. The snapshot records the code revision its runs were made with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+from dara.io import replace_atomically, write_text_atomic
+
+ROOT = Path(__file__).resolve().parents[1]
+FIGURES = ("survival", "fig3", "dynamics_toolcall")
+BLOCK = re.compile(r"(<!-- snapshot:(?P<name>[a-z0-9_]+) -->\n)(?P<body>.*?)(<!-- /snapshot:(?P=name) -->)", re.S)
+
+
+def step0_table(policies: Path) -> str:
+    """Step-0 rates of each warm-started policy (its warmstart.json): mean reward and density per reward."""
+    lines = ["| task | reward | mean at step 0 | density at step 0 |", "|---|---|---|---|"]
+    for report in sorted(policies.glob("*/warmstart.json")):
+        step0 = json.loads(report.read_text())["step0"]
+        rewards = [key.split("/", 1)[1] for key in step0 if key.startswith("reward/")]
+        for reward in rewards:
+            density = step0.get(f"density/{reward}")
+            lines.append(f"| `{report.parent.name}` | {reward} | {step0[f'reward/{reward}']:.3f} | "
+                         f"{'' if density is None else f'{density:.2f}'} |")
+    return "\n".join(lines) + "\n"
+
+
+def timing_table(results: Path) -> str:
+    """The wall time `make reproduce` recorded (results/tiny/reproduce_seconds.txt) and what it covered."""
+    recorded = (results / "reproduce_seconds.txt").read_text()
+    seconds = float(recorded.split()[0])
+    from_empty = recorded.strip().endswith("yes")
+    runs = len(list((results / "runs").glob("*/*/G*/seed*/metrics.parquet")))
+    return (f"| what | value |\n|---|---|\n| `make reproduce` wall time after set-up, 2 cores | "
+            f"{int(seconds // 60)} min {int(seconds % 60)} s |\n| started from an empty `results/tiny` | "
+            f"{'yes' if from_empty else 'no (a partial rerun)'} |\n| training runs | {runs} |\n")
+
+
+def take_snapshot(results: Path, out: Path) -> None:
+    copy = lambda source, target: replace_atomically(target, lambda temporary: shutil.copyfile(source, temporary))
+    copy(results / "REPORT.md", out / "REPORT.md")
+    copy(results / "tables" / "first_crossing.md", out / "first_crossing.md")
+    write_text_atomic(out / "step0.md", step0_table(results / "policies"))
+    write_text_atomic(out / "timing.md", timing_table(results))
+    for name in FIGURES:
+        copy(results / "figures" / f"{name}.png", out / f"{name}.png")
+    revisions = {path.read_text() for path in (results / "runs").glob("*/*/G*/seed*/git_revision.txt")}
+    if len(revisions) != 1:
+        raise SystemExit(f"the runs under {results} come from {len(revisions)} code revisions; rerun them together")
+    write_text_atomic(out / "REVISION", revisions.pop())
+
+
+def fill_blocks(text: str, snapshot: Path) -> str:
+    def body(match: re.Match) -> str:
+        source = snapshot / f"{match['name']}.md"
+        if not source.is_file():
+            raise SystemExit(f"README block {match['name']!r} has no {source}")
+        return match.group(1) + source.read_text() + match.group(4)
+
+    return BLOCK.sub(body, text)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=Path, default=ROOT / "results" / "tiny")
+    parser.add_argument("--snapshot", type=Path, default=ROOT / "docs" / "results")
+    parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    parser.add_argument("--check", action="store_true", help="only check that the README's blocks are current")
+    args = parser.parse_args(argv)
+    readme = args.readme.read_text()
+    if args.check:
+        if fill_blocks(readme, args.snapshot) != readme:
+            sys.exit(f"{args.readme}: generated blocks differ from {args.snapshot}; run python analysis/snapshot.py")
+        return
+    take_snapshot(args.results, args.snapshot)
+    write_text_atomic(args.readme, fill_blocks(readme, args.snapshot))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+"""README quotes no result by hand: its result tables are blocks generated from the committed snapshot docs/results/
+(analysis/snapshot.py), and this checks they are equal to it."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAPSHOT = ROOT / "docs" / "results"
+BLOCKS = ("first_crossing", "step0", "timing")
+
+
+def _check(readme: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "analysis" / "snapshot.py"), "--check", "--readme", str(readme)],
+                          capture_output=True, text=True, cwd=ROOT)
+
+
+def test_the_readme_shows_the_snapshots_numbers():
+    readme = (ROOT / "README.md").read_text()
+    for name in BLOCKS:
+        assert f"<!-- snapshot:{name} -->" in readme and (SNAPSHOT / f"{name}.md").is_file(), name
+    assert (SNAPSHOT / "REVISION").read_text().startswith("revision: ")
+    result = _check(ROOT / "README.md")
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_hand_edited_number_is_caught(tmp_path):
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("<!-- snapshot:first_crossing -->")
+    end = readme.index("<!-- /snapshot:first_crossing -->")
+    block = readme[start:end]
+    digit = next(i for i, c in enumerate(block) if c.isdigit() and i > len("<!-- snapshot:first_crossing -->"))
+    edited = block[:digit] + str((int(block[digit]) + 1) % 10) + block[digit + 1:]
+    copy = tmp_path / "README.md"
+    copy.write_text(readme[:start] + edited + readme[end:])
+    assert _check(copy).returncode != 0

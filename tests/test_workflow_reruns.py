@@ -1,0 +1,82 @@
+"""Reruns follow settings: on the finished smoke tree, editing one setting of experiments/smoke.yaml plans exactly
+the jobs it changes (Snakemake's params trigger sees each job's resolved settings), and editing a comment plans
+nothing. The experiment file is edited in place, as a user would, and restored afterwards."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = ROOT / "experiments" / "smoke.yaml"
+SNAKEMAKE = Path(sys.executable).with_name("snakemake")
+ACT_TARGET = "  act_critic: {task: act_critic, methods: [dara_sym], group_sizes: [4], seeds: [0]}"
+
+
+def planned_jobs() -> dict[str, int]:
+    result = subprocess.run([str(SNAKEMAKE), "-n", "--quiet", "rules", "--config", "scale=smoke"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    jobs = {}
+    for line in (result.stdout + result.stderr).splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit() and parts[0] not in ("job", "total"):
+            jobs[parts[0]] = int(parts[1])
+    return jobs
+
+
+@pytest.fixture
+def edited(smoke_results):
+    """Edit experiments/smoke.yaml by a text replacement; the original comes back whatever happens."""
+    original = SMOKE.read_text()
+    assert ACT_TARGET in original, "the smoke experiment changed: update ACT_TARGET"
+
+    def edit(old: str, new: str) -> None:
+        assert old in original, old
+        SMOKE.write_text(original.replace(old, new, 1))
+
+    yield edit
+    SMOKE.write_text(original)
+
+
+def _training_and_evaluation(jobs):
+    return {name for name in jobs if name.startswith(("train_", "evaluate_", "warm_start"))}
+
+
+def test_a_finished_tree_plans_nothing(smoke_results):
+    assert planned_jobs() == {}
+
+
+def test_a_comment_edit_plans_nothing(edited):
+    edited("scale: smoke\n", "scale: smoke  # a comment that changes nothing\n# and a new comment line\n")
+    assert planned_jobs() == {}
+
+
+def test_one_setting_of_one_target_reruns_that_targets_jobs_only(edited):
+    edited(ACT_TARGET, ACT_TARGET[:-1] + ", settings: {learning_rate: 0.002}}")
+    jobs = planned_jobs()
+    assert _training_and_evaluation(jobs) == {"train_act_critic_dara_sym_G4", "evaluate_act_critic_dara_sym_G4"}
+    # the artifacts drawn from act_critic's runs follow; those of other tasks do not
+    assert {"first_crossing", "dynamics", "fig1b", "report_md"} <= set(jobs)
+    assert not {"fig3", "fig4", "fig5", "table1", "table2", "table4a", "backends"} & set(jobs)
+
+
+def test_a_warm_start_setting_reruns_that_tasks_warm_start_and_its_runs(edited):
+    edited("  act_critic:\n    options: {tag_rate: 0.1}\n",
+           "  act_critic:\n    options: {tag_rate: 0.1}\n    warm_start: {sft_steps: 31}\n")
+    jobs = planned_jobs()
+    assert jobs.get("warm_start") == 1
+    assert _training_and_evaluation(jobs) == {"warm_start", "train_act_critic_dara_sym_G4",
+                                              "evaluate_act_critic_dara_sym_G4"}
+
+
+def test_an_evaluation_setting_reruns_every_evaluation_and_no_training(edited):
+    edited("scale: smoke\n", "scale: smoke\nevaluation: {samples: 1}\n")
+    jobs = planned_jobs()
+    from dara.experiments import load_experiment
+    from dara.runs import run_matrix, training_jobs
+
+    every_job = {f"evaluate_{job.name}" for job in training_jobs(run_matrix(load_experiment("smoke")))}
+    assert _training_and_evaluation(jobs) == every_job  # every evaluation, and no training or warm start
