@@ -49,7 +49,7 @@ reproduce: setup
 snapshot: setup
 	$(VENV)/bin/python analysis/snapshot.py
 
-smoke: setup
+smoke: setup-test  # its trl target needs TRL (envs/trl.txt, installed with the test environment)
 	$(VENV)/bin/snakemake --cores 2 --config scale=smoke
 
 test: setup-test

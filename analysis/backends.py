@@ -4,7 +4,7 @@ the CPU scales; verl on CPU and the tiny trainer at the verl_cpu scale).
 Per task, the reward each trainer should teach (analysis/config.yaml `backend_comparison`): the first step its batch
 mean reaches the threshold (unsmoothed, the tool study's format_t80) and its final value, per run and as medians
 over seeds. Output: results/<scale>/tables/backends.{csv,md} and figures/backends.{png,pdf}. This is the check that
-the hand-written trainer learns like the library trainers; docs/backends.md says where their defaults differ.
+the hand-written trainer learns like the library trainers; docs/trl.md and docs/paper_scale.md say where their defaults differ.
 """
 
 import argparse

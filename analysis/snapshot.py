@@ -37,6 +37,37 @@ def step0_table(policies: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def headline_table(tables: Path) -> str:
+    """The headline from first_crossing.csv: per method and G, the first step toolcall's format reward reaches 0.8
+    (median and quartiles over seeds, never-crossing seeds counted as later than any step), and the claims about
+    it from claims.csv (effect size with its bootstrap interval, log-rank p, verdict)."""
+    import numpy as np
+    import pandas as pd
+
+    from dara.analysis import palette
+
+    runs = pd.read_csv(tables / "first_crossing.csv")
+    runs = runs[(runs["task"] == "toolcall") & (runs["reward"] == "format") & (runs["threshold"] == 0.8)]
+    lines = ["| method | G | seeds | reached 0.8 | median first step (q25-q75) |", "|---|---|---|---|---|"]
+    for method in palette.ordered(runs["method"].unique()):
+        for group_size, rows in runs[runs["method"] == method].groupby("G"):
+            steps = rows["step"].fillna(np.inf).to_numpy()
+            show = lambda q: "never" if np.isinf(q) else f"{q:g}"
+            q25, median, q75 = (np.quantile(steps, q, method="lower") if np.isinf(steps).any() else
+                                np.quantile(steps, q) for q in (0.25, 0.5, 0.75))
+            lines.append(f"| {palette.label(method)} | {group_size} | {len(rows)} | {int(rows['step'].notna().sum())} |"
+                         f" {show(median)} ({show(q25)}-{show(q75)}) |")
+    claims = pd.read_csv(tables / "claims.csv")
+    claims = claims[claims["claim"].str.contains("format 0.8 on toolcall")]
+    lines += ["", "| claim | ours | median difference in steps [95 % CI] | log-rank p | verdict |", "|---|---|---|---|---|"]
+    for claim in claims.itertuples():
+        difference = ("" if pd.isna(claim.median_difference) else
+                      f"{claim.median_difference:g} [{claim.ci_low:g}, {claim.ci_high:g}]")
+        p_value = "" if pd.isna(claim.logrank_p) else f"{claim.logrank_p:.3g}"
+        lines.append(f"| {claim.claim} | {claim.ours} | {difference} | {p_value} | {claim.verdict} |")
+    return "\n".join(lines) + "\n"
+
+
 def timing_table(results: Path) -> str:
     """The wall time `make reproduce` recorded (results/tiny/reproduce_seconds.txt) and what it covered."""
     recorded = (results / "reproduce_seconds.txt").read_text()
@@ -52,6 +83,7 @@ def take_snapshot(results: Path, out: Path) -> None:
     copy = lambda source, target: replace_atomically(target, lambda temporary: shutil.copyfile(source, temporary))
     copy(results / "REPORT.md", out / "REPORT.md")
     copy(results / "tables" / "first_crossing.md", out / "first_crossing.md")
+    write_text_atomic(out / "headline.md", headline_table(results / "tables"))
     write_text_atomic(out / "step0.md", step0_table(results / "policies"))
     write_text_atomic(out / "timing.md", timing_table(results))
     for name in FIGURES:

@@ -104,12 +104,13 @@ def main() -> None:
     if not (Path(args.policy) / "config.json").is_file():
         parser.error(f"no policy under {args.policy}; make one with python -m dara.tiny.warmstart "
                      f"--experiment {args.experiment} --task {args.task} --out {args.policy}")
-    from dara.experiments import load_experiment, run_spec
+    from dara.experiments import load_experiment
+    from dara.runs import find_run
 
-    run = run_spec(load_experiment(args.experiment), args.task, args.method, args.group_size, args.seed)
-    spec = {"args": {"task": run["task"], "method": run["method"], "group_size": run["group_size"], "seed": run["seed"],
+    run = find_run(load_experiment(args.experiment), args.task, args.method, args.group_size, args.seed)
+    spec = {"args": {"task": run.task, "method": run.method, "group_size": run.group_size, "seed": run.seed,
                      "policy": str(Path(args.policy).resolve()), "progress": False,
-                     **run["settings"], "steps": args.steps}}
+                     **run.settings, "steps": args.steps}}
     with tempfile.TemporaryDirectory() as old_root:
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.revision, "src"], capture_output=True,
                                  check=True).stdout

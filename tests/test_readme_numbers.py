@@ -7,7 +7,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOT = ROOT / "docs" / "results"
-BLOCKS = ("first_crossing", "step0", "timing")
+BLOCKS = ("headline", "step0", "timing")
 
 
 def _check(readme: Path) -> subprocess.CompletedProcess:
@@ -26,10 +26,10 @@ def test_the_readme_shows_the_snapshots_numbers():
 
 def test_a_hand_edited_number_is_caught(tmp_path):
     readme = (ROOT / "README.md").read_text()
-    start = readme.index("<!-- snapshot:first_crossing -->")
-    end = readme.index("<!-- /snapshot:first_crossing -->")
+    start = readme.index("<!-- snapshot:headline -->")
+    end = readme.index("<!-- /snapshot:headline -->")
     block = readme[start:end]
-    digit = next(i for i, c in enumerate(block) if c.isdigit() and i > len("<!-- snapshot:first_crossing -->"))
+    digit = next(i for i, c in enumerate(block) if c.isdigit() and i > len("<!-- snapshot:headline -->"))
     edited = block[:digit] + str((int(block[digit]) + 1) % 10) + block[digit + 1:]
     copy = tmp_path / "README.md"
     copy.write_text(readme[:start] + edited + readme[end:])

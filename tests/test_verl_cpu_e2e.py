@@ -32,6 +32,17 @@ def _ray_processes() -> list[str]:
             and "grep" not in line]
 
 
+def _logged_steps(log: Path) -> set[int]:
+    """Steps in a verl file-logger JSONL (a line being written may be cut: it is skipped)."""
+    steps = set()
+    for line in (log.read_text().splitlines() if log.exists() else []):
+        try:
+            steps.add(int(json.loads(line)["step"]))
+        except (ValueError, KeyError):
+            continue
+    return steps
+
+
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     from dara.tiny.warmstart import warm_start
@@ -99,12 +110,18 @@ def test_two_steps_then_kill_and_resume(setup):
         assert sum(p.numel() for p in model.parameters()) > 0
     first_seconds = time.perf_counter() - started
 
-    # kill a resumed run (configured for 3 steps) while it trains, then let a fresh attempt finish from step 2
+    # Resume to 5 steps, kill that attempt as soon as it has logged step 3 (mid-training), then let a new attempt
+    # finish: it must continue from verl's last checkpoint (step 3, or 2 if the kill came before that save), not
+    # start over.
     config = yaml.safe_load(experiment.read_text())
-    config["tasks"]["toolcall"]["settings"]["paper"]["steps"] = 3
+    config["tasks"]["toolcall"]["settings"]["paper"]["steps"] = 5
     experiment.write_text(yaml.safe_dump(config))
     process = _launch(base, experiment)
-    time.sleep(20)
+    second_attempt = run_dir / "verl_logs" / "attempt2.jsonl"
+    deadline = time.monotonic() + 600
+    while 3 not in _logged_steps(second_attempt):
+        assert process.poll() is None and time.monotonic() < deadline, "the resumed run never reached step 3"
+        time.sleep(0.5)
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
     subprocess.run([str(Path(sys.executable).with_name("ray")), "stop", "--force"], capture_output=True)
@@ -112,12 +129,11 @@ def test_two_steps_then_kill_and_resume(setup):
     output, _ = process.communicate(timeout=900)
     assert process.returncode == 0, output[-6000:]
     frame = pd.read_parquet(run_dir / "metrics.parquet")
-    assert frame["step"].tolist() == [1, 2, 3]
-    assert (run_dir / "checkpoints" / "step3" / "config.json").is_file()
+    assert frame["step"].tolist() == [1, 2, 3, 4, 5]
+    assert (run_dir / "checkpoints" / "step5" / "config.json").is_file()
     logs = sorted((run_dir / "verl_logs").glob("attempt*.jsonl"))
-    assert len(logs) == 3
-    # the last attempt resumed from verl's step-2 checkpoint: it logged step 3 only, not a fresh steps 1-3
-    last_attempt_steps = {json.loads(line)["step"] for line in logs[-1].read_text().splitlines() if line.strip()}
-    assert last_attempt_steps == {3}, last_attempt_steps
+    assert [log.name for log in logs] == ["attempt1.jsonl", "attempt2.jsonl", "attempt3.jsonl"]
+    last_attempt_steps = _logged_steps(logs[-1])
+    assert 5 in last_attempt_steps and min(last_attempt_steps) >= 3, last_attempt_steps
     assert not set(_ray_processes()) - before, "Ray left processes behind"
     print(f"first run: {first_seconds:.0f} s")

@@ -1,7 +1,7 @@
 # Training: one rule per training job of the run layer (dara.runs.training_jobs), at every scale. A job is the
 # seeds of one (task, method, G) at the CPU scales, where a process costs seconds of torch/transformers imports,
 # more than a tiny run's training; at paper scale each run is its own GPU job. Rule names say what a job trains
-# (`train_toolcall_dara_sym_G8`, `train_toolcall_qwen2.5_1.5b_...`), and a single run is a file target:
+# (`train_toolcall_dara_sym_G8`, `train_toolcall_qwen25_15b_dara_sym_G4_seed0`), and a single run is a file target:
 #   snakemake results/tiny/runs/toolcall/dara_sym/G8/seed0/metrics.parquet   (it trains its job's other seeds too)
 # Every run's resolved settings are the rule's params, so editing a setting in experiments/<scale>.yaml reruns
 # exactly the runs it changes (Snakemake's params rerun trigger); threads and resources come from profiles/.

@@ -3,7 +3,7 @@
 Each script is called by one Snakemake rule (or by hand) as::
 
     python analysis/<artifact>.py --scale tiny --config analysis/config.yaml \\
-        --metrics results/tiny/runs/.../metrics.parquet ... --evals results/tiny/eval/.../step40.json ... \\
+        --metrics results/tiny/runs/.../metrics.parquet ... --evals results/tiny/eval/.../step20.json ... \\
         --out-dir results/tiny
 
 Inputs are explicit file lists (the rule's inputs), so an artifact is built from exactly the runs the

@@ -1,9 +1,9 @@
 """Reading what the training and evaluation stages wrote, keyed by (task, method, G, seed).
 
-Paths follow the shared convention
-``results/{scale}/runs/{task}/{method}/G{G}/seed{seed}/metrics.parquet`` and
-``results/{scale}/eval/{task}/{method}/G{G}/seed{seed}/step{N}.json``; the run identity is read from the
-path, so a file moved elsewhere cannot be mislabelled silently.
+Paths follow the run layer (`dara.runs`):
+``results/{scale}[/{backend}]/runs/{task}[-{model}]/{method}/G{G}/seed{seed}/metrics.parquet`` and
+``results/{scale}[/{backend}]/eval/{task}[-{model}]/{method}/G{G}/seed{seed}/step{N}.json``; the run identity is
+read from the path's last four parts, so a file moved elsewhere cannot be mislabelled silently.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Other code (the evaluation stage) calls ``load_policy`` and ``generate``:
 
-    tokenizer, model = load_policy("results/tiny/runs/toolcall/dara_sym/G8/seed0/checkpoints/step40")
+    tokenizer, model = load_policy("results/tiny/runs/toolcall/dara_sym/G8/seed0/checkpoints/step20")
     texts, n_tokens = generate(model, tokenizer, prompts, seed=0, max_new_tokens=48, temperature=0.6, top_p=0.95)
 """
 

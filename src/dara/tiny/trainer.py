@@ -8,9 +8,8 @@ GD2PO-Hard's per-response loss weights and an optional k3 KL penalty to the warm
 Row ``step = s`` of ``metrics.parquet`` describes the rollouts of the policy after ``s`` updates (row 0 is the
 warm-start policy, the "step-0 rate"), and ``checkpoints/step{s}`` is that same policy.
 
-    python -m dara.tiny.trainer --experiment tiny --task toolcall --method dara_sym --group-size 8 --seed 0 1 \\
-        --policy results/tiny/policies/toolcall \\
-        --out results/tiny/runs/toolcall/dara_sym/G8/seed0 results/tiny/runs/toolcall/dara_sym/G8/seed1
+    python -m dara.tiny.trainer --experiment tiny \\
+        --run-dir results/tiny/runs/toolcall/dara_sym/G8/seed0 results/tiny/runs/toolcall/dara_sym/G8/seed1
 
 A run killed mid-way restarts from its last ``state.pt`` and, on CPU with the same seed, ends with the same
 metrics as an uninterrupted run (only ``seconds`` differs).

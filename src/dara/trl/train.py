@@ -4,9 +4,8 @@ Same command line, same experiment settings, same prompts per step (the tiny tra
 folder contents (``config.yaml``, ``git_revision.txt``, ``metrics.parquet`` in the tiny trainer's schema,
 ``checkpoints/step{s}``); only the training loop is TRL's:
 
-    python -m dara.trl.train --experiment tiny --task toolcall --method dara_sym --group-size 8 --seed 0 1 \\
-        --policy results/tiny/policies/toolcall \\
-        --out results/tiny/runs-trl/toolcall/dara_sym/G8/seed0 results/tiny/runs-trl/toolcall/dara_sym/G8/seed1
+    python -m dara.trl.train --experiment tiny \\
+        --run-dir results/tiny/trl/runs/toolcall/dara_sym/G8/seed0 results/tiny/trl/runs/toolcall/dara_sym/G8/seed1
 
 How the tiny trainer's settings map onto TRL (``trl_config``): one rollout step is one TRL generation batch of
 ``responses_per_step`` completions (``steps_per_generation = minibatches`` optimizer steps of

@@ -225,7 +225,8 @@ def train(run: Run, base: str | Path = REPO_ROOT, data_dir: str | Path | None = 
               "settings": run.settings, "verl_overrides": values, "command": shlex.join(command)}
     write_run_provenance(run_dir, config)
     env = {**os.environ, **run_env}
-    subprocess.run(command, env=env, check=True, cwd=REPO_ROOT)
+    # verl's Hydra writes its outputs/ folder into the working directory: the run's folder keeps it
+    subprocess.run(command, env=env, check=True, cwd=run_dir)
     link_hf_checkpoints(run_dir)
     out = run_dir / "metrics.parquet"
     convert_run_logs(log_dir, run.settings["reward_keys"], out)
