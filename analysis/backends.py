@@ -83,7 +83,7 @@ def main(argv=None):
                "reaches it counts as later than any step) and the reward's last-step value (median over seeds).\n\n"
                + table.to_markdown(index=False) + "\n")
 
-    figure, axes = figures.new_figure(len(tasks), width_per_panel=4.2, height=3.0)
+    figure, axes = figures.new_figure(len(tasks), width_per_panel=4.6, height=3.6)
     for ax, task in zip(axes, tasks):
         reward, threshold = config["backend_comparison"][task]
         for backend, style in zip(backends, LINE_STYLES):
@@ -94,7 +94,8 @@ def main(argv=None):
                 ax.plot(rows["step"], rows["median"], linestyle=style, color=palette.color(method),
                         label=f"{palette.label(method)} ({backend}, n={int(rows['n_seeds'].max())})")
         ax.axhline(threshold, color="0.6", linewidth=0.8)
-        figures.finish(ax, "training step", f"{reward} (batch mean, median over seeds)", task, legend=False)
+        figures.finish(ax, "training step", f"{reward}, median over seeds", f"{task}: {reward} (line: {threshold:g})",
+                       legend=False)
         ax.legend(fontsize=7, loc="lower right")
     figure.suptitle(f"The same runs through {' (solid) and '.join(backends)} (dashed){figures.scale_note(args.scale)}")
     figure.tight_layout()

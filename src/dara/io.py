@@ -15,6 +15,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 
+_UMASK = os.umask(0)
+os.umask(_UMASK)  # read once: os.umask can only be read by setting it
+
+
 def replace_atomically(path: str | os.PathLike, write: Callable[[Path], object]) -> Path:
     """Call ``write(temporary_path)`` for a fresh file beside ``path``, then move it to ``path``.
 
@@ -28,6 +32,8 @@ def replace_atomically(path: str | os.PathLike, write: Callable[[Path], object])
     temporary = Path(name)
     try:
         write(temporary)
+        # mkstemp creates the file readable by its owner only; give it the permissions a plain open() would
+        os.chmod(temporary, 0o666 & ~_UMASK)
         os.replace(temporary, path)
     except BaseException:
         temporary.unlink(missing_ok=True)
