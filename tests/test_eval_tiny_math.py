@@ -210,8 +210,11 @@ def test_eval_files_list_every_checkpoint_of_every_run():
     smoke = load_experiment("smoke")
     runs = run_matrix(smoke)
     files = [path for run in runs for path in run.eval_files]
-    per_run = len(checkpoint_steps(smoke["settings"]["steps"], smoke["settings"]["eval_every"]))
-    assert len(files) == len(set(files)) == per_run * len(runs)  # smoke sets steps globally only
-    assert all(f.startswith("results/smoke/eval/") and f.endswith(".json") for f in files)
+    expected = sum(len(checkpoint_steps(run.settings["steps"], run.settings["eval_every"])) for run in runs)
+    assert len(files) == len(set(files)) == expected
+    assert all(f.startswith(("results/smoke/eval/", "results/smoke/trl/eval/")) and f.endswith(".json") for f in files)
+    trl = [run for run in runs if run.backend == "trl"]
+    assert trl and all(run.eval_files == [f"results/smoke/trl/eval/toolcall/{run.method}/G4/seed{run.seed}/step{step}.json"
+                                          for step in (0, 2)] for run in trl)  # its 2 steps, its own folder
     paper = run_matrix(load_experiment("paper"), "toolcall")[0]
     assert paper.checkpoint_steps == list(range(10, 101, 10))  # verl's save_freq 10 over 100 steps

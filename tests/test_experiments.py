@@ -9,7 +9,8 @@ from dara.experiments import ExperimentError, default_settings, load_experiment,
 from dara.runs import find_run, run_matrix
 from dara.tiny.trainer import TrainArgs
 
-TINY_TARGETS = {"toolcall", "math_length", "act_critic", "group_size", "three_rewards", "static_vs_dynamic"}
+SMOKE_TARGETS = {"toolcall", "math_length", "act_critic", "group_size", "three_rewards", "static_vs_dynamic", "trl"}
+TINY_TARGETS = SMOKE_TARGETS | {"toolcall_baselines", "group_size_grpo"}
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +21,8 @@ def tiny():
 @pytest.mark.parametrize("scale", ["tiny", "smoke"])
 def test_shipped_experiments_validate_and_every_run_builds_trainer_args(scale):
     experiment = load_experiment(scale)
-    assert experiment["scale"] == scale and set(experiment["targets"]) == TINY_TARGETS
+    assert experiment["scale"] == scale
+    assert set(experiment["targets"]) == {"tiny": TINY_TARGETS, "smoke": SMOKE_TARGETS}[scale]
     for run in run_matrix(experiment):
         args = TrainArgs.from_run(run)
         assert args.out == run.run_dir and args.policy == run.policy_dir
@@ -28,20 +30,24 @@ def test_shipped_experiments_validate_and_every_run_builds_trainer_args(scale):
 
 def test_tiny_run_matrix_sizes(tiny):
     sizes = {name: len(run_matrix(tiny, name)) for name in TINY_TARGETS}
-    assert sizes == {"toolcall": 24, "math_length": 24, "act_critic": 15, "group_size": 36, "three_rewards": 12,
-                     "static_vs_dynamic": 12}
+    assert sizes == {"toolcall": 40, "toolcall_baselines": 12, "math_length": 24, "act_critic": 15, "group_size": 90,
+                     "group_size_grpo": 9, "three_rewards": 12, "static_vs_dynamic": 12, "trl": 30}
     runs = run_matrix(tiny)
-    # group_size shares its G=8 runs with toolcall; static_vs_dynamic is inside math_length.
-    assert len(runs) == 24 + 24 + 15 + 27 + 12
+    # group_size shares its G=8 runs with toolcall (and group_size_grpo with toolcall's GRPO); static_vs_dynamic is
+    # inside math_length; the trl runs have the same coordinates as toolcall's but another backend and folder.
+    assert len(runs) == 40 + 12 + 24 + 15 + (90 - 30) + (9 - 3) + 12 + 30
     assert len({r.run_dir for r in runs}) == len(runs)
-    shared = find_run(tiny, "toolcall", "dara_sym", 8, 0)
+    shared = find_run(tiny, "toolcall", "dara_sym", 8, 0, backend="tiny")
     assert sorted(shared.targets) == ["group_size", "toolcall"]
+    assert find_run(tiny, "toolcall", "dara_sym", 8, 0, backend="trl").run_dir.startswith("results/tiny/trl/runs/")
+    # the headline and the sweep decide their claims with 10 seeds; every other target keeps at least 3
+    assert all(len(tiny["targets"][name]["seeds"]) >= 10 for name in ("toolcall", "group_size"))
     assert all(len(r["seeds"]) >= 3 for r in tiny["targets"].values())
 
 
 def test_group_size_sweep_keeps_responses_per_step(tiny):
     runs = run_matrix(tiny, "group_size")
-    assert {r.group_size for r in runs} == {4, 8, 16, 32}
+    assert {r.group_size for r in runs} == {4, 8, 16}
     assert len({r.settings["responses_per_step"] for r in runs}) == 1
 
 
@@ -81,7 +87,7 @@ def test_a_typo_fails_naming_the_key(tiny, path, value, key):
 def test_an_unknown_method_fails_naming_it_and_where(tiny):
     experiment = copy.deepcopy(tiny)
     experiment["targets"]["toolcall"]["methods"].append("dara_symm")
-    with pytest.raises(ExperimentError, match=r"targets/toolcall/methods/8: 'dara_symm'"):
+    with pytest.raises(ExperimentError, match=r"targets/toolcall/methods/4: 'dara_symm'"):
         validate_experiment(experiment)
 
 
