@@ -68,11 +68,11 @@ notebooks: $(VENV)/.notebooks-stamp
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir=analysis/notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
 bench: setup-test
-	$(VENV)/bin/python -m benchmarks.bench_advantages
+	$(VENV)/bin/python -m benchmarks.bench_advantages --out docs/results/bench_advantages.md
 
 # The tiny trainer's step against revision bf5bb9d; needs results/tiny/policies/toolcall (or pass --policy).
 bench-trainer: $(VENV)/.cpu-stamp
-	$(VENV)/bin/python -m benchmarks.bench_trainer
+	$(VENV)/bin/python -m benchmarks.bench_trainer --out docs/results/bench_trainer.md
 
 clean-envs:
 	rm -rf $(VENV) $(BFCL_VENV)

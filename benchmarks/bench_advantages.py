@@ -15,8 +15,9 @@ import time
 import numpy as np
 import torch
 
-from dara.advantages import METHODS, compute_advantages
+from dara.advantages import compute_advantages
 from dara.advantages_loop import loop_advantages
+from dara.methods import METHODS, get_method
 
 
 def best_seconds(fn, repeats: int) -> float:
@@ -46,6 +47,8 @@ def main() -> None:
     parser.add_argument("--response-length", type=int, default=1024, help="tokens per response for the verl comparison")
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", default=None, help="also write the results as Markdown here (make bench: "
+                                                    "docs/results/bench_advantages.md, a README block)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -55,22 +58,31 @@ def main() -> None:
     static = {"static_weights": [1.0] * (args.channels - 1) + [5.0]}
     print(f"batch: {args.prompts} prompts x {args.group_size} responses, K={args.channels}, torch threads={args.threads}")
     print(f"{'method':<12} {'layout':<11} {'ours ms':>9} {'loop ms':>9} {'loop/ours':>10}")
+    lines = [f"{args.prompts} prompts x {args.group_size} responses, K = {args.channels} rewards, {args.threads} torch "
+             f"thread(s), fastest of {args.repeats} calls (3 for the loop):", "",
+             "| method | uids | ours (ms) | loop (ms) | loop/ours |", "|---|---|---|---|---|"]
     for method in METHODS:
-        kwargs = static if method.startswith("static") else {}
+        kwargs = static if get_method(method).needs_static_weights else {}
         for layout, (r, index) in layouts.items():
             r_tensor = torch.from_numpy(r)
             ours = best_seconds(lambda: compute_advantages(method, r_tensor, index, **kwargs), args.repeats)
             loop = best_seconds(lambda: loop_advantages(method, r, index, **kwargs), 3)
             print(f"{method:<12} {layout:<11} {ours * 1e3:9.2f} {loop * 1e3:9.1f} {loop / ours:9.0f}x")
-    compare_with_verl(rewards, uids, args)
+            lines.append(f"| {method} | {layout} | {ours * 1e3:.2f} | {loop * 1e3:.1f} | {loop / ours:.0f}x |")
+    lines += compare_with_verl(rewards, uids, args)
+    if args.out:
+        from dara.io import write_text_atomic
+
+        write_text_atomic(args.out, "\n".join(lines) + "\n")
 
 
-def compare_with_verl(rewards: np.ndarray, uids: np.ndarray, args) -> None:
+def compare_with_verl(rewards: np.ndarray, uids: np.ndarray, args) -> list[str]:
+    """Time verl's own estimators against ours; returns the Markdown lines of the comparison."""
     try:
         from verl.trainer.ppo import core_algos
     except ImportError as error:
         print(f"verl not importable ({error}); skipping the comparison with verl's estimators")
-        return
+        return ["", f"verl not importable ({error}): no comparison with verl's estimators."]
     n, length = len(uids), args.response_length
     lengths = torch.randint(length // 4, length + 1, (n,), generator=torch.Generator().manual_seed(0))
     mask = (torch.arange(length)[None, :] < lengths[:, None]).float()
@@ -107,11 +119,17 @@ def compare_with_verl(rewards: np.ndarray, uids: np.ndarray, args) -> None:
     mine, theirs = ours_gdpo(), verl_gdpo()[0]
     agree = torch.allclose(mine, theirs, atol=1e-4)
     print(f"\nverl comparison ({length}-token responses; our outputs include the token broadcast)")
+    lines = ["", f"Against verl 0.9.1's own estimators on the same batch with {length}-token responses (ours include the "
+                 "broadcast over tokens that verl's return):", "",
+             "| verl estimator | ours (ms) | verl (ms) | verl/ours |", "|---|---|---|---|"]
     for name, ours_fn, verl_fn in (("grpo_vectorized (K=1)", ours_grpo, verl_grpo), ("gdpo", ours_gdpo, verl_gdpo)):
         ours = best_seconds(ours_fn, args.repeats)
         theirs_s = best_seconds(verl_fn, 3 if name == "gdpo" else args.repeats)
         print(f"{name:<22} ours {ours * 1e3:8.2f} ms  verl {theirs_s * 1e3:8.2f} ms  verl/ours {theirs_s / ours:6.1f}x")
+        lines.append(f"| `{name}` | {ours * 1e3:.2f} | {theirs_s * 1e3:.2f} | {theirs_s / ours:.1f}x |")
     print(f"gdpo outputs agree with verl's (atol 1e-4): {agree}")
+    lines += ["", f"Our GDPO output equals verl's `gdpo` to 1e-4: {'yes' if agree else 'NO'}."]
+    return lines
 
 
 if __name__ == "__main__":

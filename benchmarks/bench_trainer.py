@@ -96,6 +96,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5, help="training steps per repetition")
     parser.add_argument("--repeats", type=int, default=3, help="old/new pairs, run alternately")
     parser.add_argument("--revision", default="bf5bb9d", help="git revision of the old trainer")
+    parser.add_argument("--out", type=Path, default=None, help="also write the summary as Markdown here "
+                        "(make bench-trainer: docs/results/bench_trainer.md, a README block)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -131,6 +133,8 @@ def main() -> None:
     ratios = [sum(o["seconds"]) / sum(n["seconds"]) for o, n in zip(results["old"], results["new"])]
     print(f"step time old/new: median {statistics.median(ratios):.2f}x "
           f"(per repetition: {', '.join(f'{r:.2f}x' for r in ratios)})")
+    table = ["| trainer | ms per step | sampling | log-probs outside the update | update | other |",
+             "|---|---|---|---|---|---|"]
     for side in ("old", "new"):
         total = sum(sum(r["seconds"]) for r in results[side])
         shares = {phase: sum(r["phases"][phase] for r in results[side]) / total for phase in PHASES}
@@ -138,6 +142,15 @@ def main() -> None:
         per_step = total / (args.steps * args.repeats)
         print(f"  {side}: {per_step * 1e3:7.1f} ms per step; " + ", ".join(
             f"{phase} {share:5.1%}" for phase, share in shares.items()))
+        name = f"revision {args.revision}" if side == "old" else "this checkout"
+        table.append(f"| {name} | {per_step * 1e3:.0f} | " + " | ".join(f"{share:.0%}" for share in shares.values()) + " |")
+    if args.out:
+        from dara.io import write_text_atomic
+
+        write_text_atomic(args.out, f"Step time old/new: **{statistics.median(ratios):.2f}x** (median of {len(ratios)} "
+                          f"interleaved repetitions: {', '.join(f'{r:.2f}x' for r in ratios)}; {args.task}, "
+                          f"{args.method}, G{args.group_size}, {args.steps} steps each, one thread).\n\n"
+                          + "\n".join(table) + "\n")
 
 
 if __name__ == "__main__":
