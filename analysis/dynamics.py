@@ -14,7 +14,8 @@ from dara.analysis.tables import main_group_size
 
 def draw_task(metrics, task: str, scale: str):
     group_size = main_group_size(metrics)
-    metrics = metrics[metrics["G"] == group_size]
+    # columns of other tasks' rewards are empty for this task's runs (the frame holds every task's runs)
+    metrics = metrics[metrics["G"] == group_size].dropna(axis="columns", how="all")
     rewards = [name for name in reward_names(metrics) if name != "sum"]
     figure, axes = figures.new_figure(2 * len(rewards), width_per_panel=2.9)
     for k, reward in enumerate(rewards):

@@ -91,7 +91,11 @@ def take_snapshot(results: Path, out: Path) -> None:
     revisions = {path.read_text() for path in (results / "runs").glob("*/*/G*/seed*/git_revision.txt")}
     if len(revisions) != 1:
         raise SystemExit(f"the runs under {results} come from {len(revisions)} code revisions; rerun them together")
-    write_text_atomic(out / "REVISION", revisions.pop())
+    from dara.provenance import revision_text
+
+    # the runs' revision decides the metrics; tables, figures and REPORT.md are redrawn by the analysis of this one
+    write_text_atomic(out / "REVISION", f"# runs (training, evaluation)\n{revisions.pop()}"
+                                        f"# analysis and this snapshot\n{revision_text()}")
 
 
 def fill_blocks(text: str, snapshot: Path) -> str:

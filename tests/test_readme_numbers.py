@@ -19,7 +19,7 @@ def test_the_readme_shows_the_snapshots_numbers():
     readme = (ROOT / "README.md").read_text()
     for name in BLOCKS:
         assert f"<!-- snapshot:{name} -->" in readme and (SNAPSHOT / f"{name}.md").is_file(), name
-    assert (SNAPSHOT / "REVISION").read_text().startswith("revision: ")
+    assert "revision: " in (SNAPSHOT / "REVISION").read_text()
     result = _check(ROOT / "README.md")
     assert result.returncode == 0, result.stderr
 
