@@ -139,8 +139,9 @@ def policy_dir(scale: str, task: str) -> str:
     return f"{RESULTS}/{scale}/policies/{task}"
 
 
-_RUN_DIR = re.compile(r"(?:^|/)results/(?P<scale>[^/]+)/(?:(?P<backend>[^/]+)/)?(?:runs|eval)/(?P<task_dir>[^/]+)"
-                      r"/(?P<method>[^/]+)/G(?P<group_size>\d+)/seed(?P<seed>\d+)$")
+# The last four folders of a run or evaluation folder name the run; the analysis reads runs by them.
+RUN_TAIL = r"(?P<task_dir>[^/]+)/(?P<method>[^/]+)/G(?P<group_size>\d+)/seed(?P<seed>\d+)$"
+_RUN_DIR = re.compile(r"(?:^|/)results/(?P<scale>[^/]+)/(?:(?P<backend>[^/]+)/)?(?:runs|eval)/" + RUN_TAIL)
 
 
 def parse_run_dir(path: str | Path) -> dict[str, Any]:

@@ -16,9 +16,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from dara.runs import RUN_TAIL
+
 RUN_KEYS = ("task", "method", "G", "seed")
 
-_RUN_PATTERN = re.compile(r"(?P<task>[^/]+)/(?P<method>[^/]+)/G(?P<G>\d+)/seed(?P<seed>\d+)$")
+_RUN_PATTERN = re.compile(RUN_TAIL)  # the run layer's folder names (dara.runs)
 _STEP_PATTERN = re.compile(r"step(?P<step>\d+)\.json$")
 
 
@@ -39,7 +41,7 @@ def run_id_from_dir(run_dir) -> RunId:
     match = _RUN_PATTERN.search(text)
     if match is None:
         raise ValueError(f"{run_dir} does not end in {{task}}/{{method}}/G{{G}}/seed{{seed}}")
-    return RunId(match["task"], match["method"], int(match["G"]), int(match["seed"]))
+    return RunId(match["task_dir"], match["method"], int(match["group_size"]), int(match["seed"]))
 
 
 def load_metrics(paths: Iterable) -> pd.DataFrame:
