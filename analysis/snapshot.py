@@ -88,6 +88,10 @@ def take_snapshot(results: Path, out: Path) -> None:
     write_text_atomic(out / "timing.md", timing_table(results))
     for name in FIGURES:
         copy(results / "figures" / f"{name}.png", out / f"{name}.png")
+    # the opt-in `trl` target's comparison, when it ran (`snakemake --cores 2 trl`); an older one is kept otherwise
+    if (results / "tables" / "backends.md").is_file():
+        copy(results / "tables" / "backends.md", out / "backends.md")
+        copy(results / "figures" / "backends.png", out / "backends.png")
     revisions = {path.read_text() for path in (results / "runs").glob("*/*/G*/seed*/git_revision.txt")}
     if len(revisions) != 1:
         raise SystemExit(f"the runs under {results} come from {len(revisions)} code revisions; rerun them together")
