@@ -107,7 +107,10 @@ def fill_blocks(text: str, snapshot: Path) -> str:
         source = snapshot / f"{match['name']}.md"
         if not source.is_file():
             raise SystemExit(f"README block {match['name']!r} has no {source}")
-        return match.group(1) + source.read_text() + match.group(4)
+        text = source.read_text()
+        if text.startswith("# "):  # a file's own title would be a second page title inside the README
+            text = text.split("\n", 1)[1].lstrip("\n")
+        return match.group(1) + text + match.group(4)
 
     return BLOCK.sub(body, text)
 
