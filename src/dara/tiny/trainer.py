@@ -292,14 +292,14 @@ def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported la
     return frame
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Train one or more runs in one process: importing torch and transformers costs seconds, more than a tiny
-    run's training, so a job trains the seeds of a (task, method, G) one after the other. Each run is seeded on
-    its own, so it ends exactly as it would alone."""
+def train_from_command_line(description: str, argv, backend: str, train_run) -> None:
+    """The command line of every CPU trainer: ``--experiment``, ``--run-dir`` (one or more run folders of
+    ``backend``'s runs, found in the run layer), ``--policy``, ``--no-progress``; trains each run with
+    ``train_run(TrainArgs)``, one after the other."""
     from dara.experiments import load_experiment
     from dara.runs import find_run_by_dir
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--experiment", required=True, help="scale name (tiny, smoke) or path to an experiment yaml")
     parser.add_argument("--run-dir", nargs="+", required=True,
                         help="run folders (dara.runs layout); each names its task, method, G and seed")
@@ -309,8 +309,18 @@ def main(argv: list[str] | None = None) -> None:
     experiment = load_experiment(cli.experiment)
     runs = [find_run_by_dir(experiment, run_dir) for run_dir in cli.run_dir]
     for run, run_dir in zip(runs, cli.run_dir):
+        if run.backend != backend:
+            parser.error(f"{run_dir} is a run of the {run.backend!r} backend, not of {backend!r}")
+    for run, run_dir in zip(runs, cli.run_dir):
         args = TrainArgs.from_run(run, policy=cli.policy, progress=not cli.no_progress)
-        train(dataclasses.replace(args, out=str(run_dir)))
+        train_run(dataclasses.replace(args, out=str(run_dir)))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Train one or more runs in one process: importing torch and transformers costs seconds, more than a tiny
+    run's training, so a job trains the seeds of a (task, method, G) one after the other. Each run is seeded on
+    its own, so it ends exactly as it would alone."""
+    train_from_command_line(__doc__.split("\n\n")[0], argv, "tiny", train)
 
 
 if __name__ == "__main__":

@@ -20,8 +20,6 @@ tiny trainer, and ``checkpoints/step{s}`` is that policy. Runs do not resume: a 
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import math
 import time
 from pathlib import Path
@@ -38,7 +36,7 @@ from dara.rewards.outcome import parse_failure_metrics
 from dara.runs import cpu_checkpoint_steps
 from dara.tasks import Task, get_task
 from dara.tiny.policy import load_policy, save_policy
-from dara.tiny.trainer import TrainArgs
+from dara.tiny.trainer import TrainArgs, train_from_command_line
 from dara.trl.trainer import METRIC_PREFIX, DaraGRPOConfig, DaraGRPOTrainer
 
 BACKEND = "trl"
@@ -205,24 +203,8 @@ def train(args: TrainArgs) -> pd.DataFrame:
 
 def main(argv: list[str] | None = None) -> None:
     """Train one or more runs of a ``backend: trl`` target, one after the other in one process (as the tiny
-    trainer does with its seeds)."""
-    from dara.experiments import load_experiment
-    from dara.runs import find_run_by_dir
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--experiment", required=True, help="scale name (tiny, smoke) or path to an experiment yaml")
-    parser.add_argument("--run-dir", nargs="+", required=True,
-                        help="run folders of TRL runs (dara.runs layout: results/<scale>/trl/runs/...)")
-    parser.add_argument("--policy", default=None, help="warm-start folder (default: the run's, dara.runs.policy_dir)")
-    parser.add_argument("--no-progress", action="store_true")
-    cli = parser.parse_args(argv)
-    experiment = load_experiment(cli.experiment)
-    runs = [find_run_by_dir(experiment, run_dir) for run_dir in cli.run_dir]
-    for run, run_dir in zip(runs, cli.run_dir):
-        if run.backend != BACKEND:
-            parser.error(f"{run_dir} is a run of the {run.backend!r} backend, not of TRL")
-        args = TrainArgs.from_run(run, policy=cli.policy, progress=not cli.no_progress)
-        train(dataclasses.replace(args, out=str(run_dir)))
+    trainer does with its seeds); the command line is the tiny trainer's."""
+    train_from_command_line(__doc__.split("\n\n")[0], argv, BACKEND, train)
 
 
 if __name__ == "__main__":
