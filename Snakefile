@@ -18,13 +18,14 @@ include: "workflow/rules/paper.smk"
 # One named target per experiment target (`snakemake toolcall`, `snakemake group_size`, ...): its runs, and where it
 # trains with another backend than the scale's own, the side-by-side comparison (rule backends).
 for _target in EXPERIMENT["targets"]:
+    _runs = target_runs(_target)
 
     rule:
         name:
             _target
         input:
-            [run.metrics for run in target_runs(_target)],
-            rules.backends.output if any(run.backend != EXPERIMENT["backend"] for run in target_runs(_target)) else [],
+            [run.metrics for run in _runs],
+            rules.backends.output if any(run.backend != EXPERIMENT["backend"] for run in _runs) else [],
 
 
 rule all:

@@ -5,7 +5,7 @@ import os
 import sys
 
 from dara.experiments import load_experiment, warm_start_settings
-from dara.runs import folder_patterns, policy_dir, run_matrix, training_jobs
+from dara.runs import folder_patterns, run_matrix, training_jobs
 
 # Shell commands say `python`: make that the interpreter running Snakemake (e.g. .venv/bin/snakemake without an
 # activated environment), so every stage runs in the environment that has dara installed.
@@ -26,10 +26,9 @@ OWN_RUNS = [run for run in RUNS if run.backend == EXPERIMENT["backend"]]
 ALL_OUTPUTS = []
 
 
-def target_runs(target=None, own_backend=False):
-    """Runs of one target (every target by default); `own_backend`: only the scale's own backend's."""
-    runs = RUNS if target is None else run_matrix(EXPERIMENT, target)
-    return [run for run in runs if run.backend == EXPERIMENT["backend"] or not own_backend]
+def target_runs(target=None):
+    """Runs of one target (every target by default)."""
+    return RUNS if target is None else run_matrix(EXPERIMENT, target)
 
 
 def main_group_size(task):

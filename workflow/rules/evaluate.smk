@@ -41,7 +41,7 @@ if any(run.backend == "verl" for run in RUNS):
     VLLM = config.get("vllm", "vllm")
     BFCL_PYTHON = config.get("bfcl_python", ".venv-bfcl/bin/python")
     # The run layer's folders with wildcards (dara.runs.Run.run_dir / eval_dir), one rule per kind of checkpoint job.
-    RUN, EVAL = folder_patterns(SCALE)["run"], folder_patterns(SCALE)["eval"]
+    RUN, EVAL = folder_patterns(SCALE).values()
     CHECKPOINT_JOB = "{task}/{method}/G{group_size}/seed{seed}/step{step}"
 
     wildcard_constraints:

@@ -38,15 +38,11 @@ TRAIN_COMMANDS = {
 
 
 def training_inputs(job):
-    """What a job starts from: the warm-start policy (CPU backends; a local model folder of a verl run too) and,
-    for verl, the prepared datasets."""
+    """What a job starts from: the warm-start policy (CPU backends) or the prepared datasets (verl)."""
     run = job.runs[0]
     if run.backend != "verl":
         return [f"{run.policy_dir}/warmstart.json"]
-    inputs = [f"{run.settings['data_dir']}/{run.settings['dataset']}/{split}.parquet" for split in ("train", "test")]
-    if run.settings["hf_id"].startswith(f"{RESULTS}/policies/"):
-        inputs.append(f"{run.settings['hf_id']}/warmstart.json")
-    return inputs
+    return [f"{run.settings['data_dir']}/{run.settings['dataset']}/{split}.parquet" for split in ("train", "test")]
 
 
 def training_resources(job):
