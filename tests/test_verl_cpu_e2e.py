@@ -135,5 +135,9 @@ def test_two_steps_then_kill_and_resume(setup):
     assert [log.name for log in logs] == ["attempt1.jsonl", "attempt2.jsonl", "attempt3.jsonl"]
     last_attempt_steps = _logged_steps(logs[-1])
     assert 5 in last_attempt_steps and min(last_attempt_steps) >= 3, last_attempt_steps
+    # Ray's workers exit once their raylet is gone, which takes a moment after the launcher returns
+    deadline = time.monotonic() + 60
+    while set(_ray_processes()) - before and time.monotonic() < deadline:
+        time.sleep(1)
     assert not set(_ray_processes()) - before, "Ray left processes behind"
     print(f"first run: {first_seconds:.0f} s")

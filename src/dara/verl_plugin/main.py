@@ -2,6 +2,8 @@
 
 It runs `verl.trainer.main_ppo.main` unchanged (same Hydra config, same overrides) after `assert_registered`, so a
 run never starts when ``import verl`` failed to register our estimators and trainer (verl hides plugin errors).
+Afterwards it shuts down the local Ray cluster and waits for its processes: verl leaves that to Ray's exit hook,
+which does not wait, so a job that follows (or a check for leftover processes) could still meet the old workers.
 """
 
 from dara.verl_plugin import assert_registered
@@ -11,7 +13,13 @@ def main() -> None:
     assert_registered(require_trainer=True)
     from verl.trainer.main_ppo import main as verl_main
 
-    verl_main()
+    try:
+        verl_main()
+    finally:
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown(wait_for_processes=True)
 
 
 if __name__ == "__main__":
