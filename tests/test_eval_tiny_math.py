@@ -160,6 +160,29 @@ def test_evaluate_run_writes_one_file_per_checkpoint(tmp_path, task_name):
     assert written[1].stat().st_mtime_ns == before
 
 
+def test_checkpoints_with_the_same_files_are_sampled_once(tmp_path, monkeypatch):
+    import torch
+
+    import dara.tiny.policy as policy
+    from dara.evaluation.tiny import evaluate_runs
+
+    torch.set_num_threads(1)
+    calls = []
+    real_generate = policy.generate
+    monkeypatch.setattr(policy, "generate", lambda *a, **k: calls.append(1) or real_generate(*a, **k))
+    first = _fake_run(tmp_path / "a", "math_length")  # three identical checkpoints
+    second = _fake_run(tmp_path / "b", "math_length")  # the same files again, in another run
+    tokenizer, model = policy.load_policy(second / "checkpoints" / "step2")
+    with torch.no_grad():
+        model.lm_head.weight.mul_(2.0)  # tied to the embedding: a different policy
+    policy.save_policy(model, tokenizer, second / "checkpoints" / "step2")
+    written = evaluate_runs([(first, tmp_path / "eval/a"), (second, tmp_path / "eval/b")], **SAMPLING,
+                            heldout_items=6, samples=2)
+    assert len(calls) == 2 and len(written) == 6  # the changed checkpoint is sampled on its own
+    records = [json.loads(path.read_text()) for path in written]
+    assert all(r["metrics"] == records[0]["metrics"] and r["rewards"] == records[0]["rewards"] for r in records[:5])
+
+
 def test_evaluate_run_rejects_a_folder_without_config(tmp_path):
     from dara.evaluation.tiny import evaluate_run
 

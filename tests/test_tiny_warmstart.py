@@ -55,3 +55,23 @@ def test_git_revision_inside_the_checkout_names_the_commit():
 
     found = provenance.git_revision()
     assert len(found["revision"]) == 40 and int(found["revision"], 16) >= 0 and found["dirty"] in (True, False)
+
+
+def test_the_sft_loss_scores_answers_only_and_equals_the_full_computation():
+    import numpy as np
+
+    from dara.tasks import get_task
+    from dara.tiny.policy import build_model, token_logprobs, train_tokenizer
+    from dara.tiny.warmstart import sft_loss, supervised_batch
+
+    task = get_task("toolcall")
+    tokenizer = train_tokenizer(task.corpus(100), vocab_size=300)
+    torch.manual_seed(0)
+    model = build_model(len(tokenizer), hidden_size=32, layers=1, heads=2, kv_heads=1, intermediate_size=64,
+                        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+    rng = np.random.default_rng(0)
+    ids, attention, loss_mask = supervised_batch(tokenizer, task, task.items("train", 6), rng)
+    assert loss_mask[:, 0].sum() == 0 and loss_mask.sum() > 0  # prompts come first: there is something to skip
+    full, _ = token_logprobs(model, ids, attention)
+    expected = -(full * loss_mask).sum() / loss_mask.sum()
+    assert torch.allclose(sft_loss(model, ids, attention, loss_mask), expected, atol=1e-6)

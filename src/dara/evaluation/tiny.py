@@ -15,11 +15,15 @@ the experiment's `evaluation` settings (temperature, top-p, seed; defaults in th
 - act_critic: rates of the expert action, of another admissible action and of the action tag, and the
   mean ACT composite reward.
 Every task also reports the mean of each training reward on the held-out samples (`rewards`).
+
+Checkpoints with the same files (every run's step 0 is its task's warm-start policy) are sampled once per process:
+generation is a deterministic function of the weights, the prompts and the sampling seed, so the texts are reused.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -127,9 +131,11 @@ def evaluate_runs(runs: Sequence[tuple[Path, Path]], *, heldout_items: int, samp
     written: list[Path] = []
     pending: dict[tuple[int, int], tuple[Path, dict]] = {}
     bfcl_cases: list[dict] = []
+    generated: dict[str, tuple[list[str], list[int]]] = {}
     for run_number, (run_dir, out_dir) in enumerate(runs):
         run_written, run_pending, run_cases = _generate_run(
-            Path(run_dir), Path(out_dir), f"run{run_number}/", heldout_items, samples, temperature, top_p, seed)
+            Path(run_dir), Path(out_dir), f"run{run_number}/", heldout_items, samples, temperature, top_p, seed,
+            generated)
         written += run_written
         pending.update({(run_number, step): value for step, value in run_pending.items()})
         bfcl_cases += run_cases
@@ -152,9 +158,18 @@ def evaluate_runs(runs: Sequence[tuple[Path, Path]], *, heldout_items: int, samp
     return written
 
 
+def _checkpoint_digest(checkpoint: Path) -> str:
+    """SHA-256 over a checkpoint folder's file names and contents."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in checkpoint.iterdir() if p.is_file()):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
 def _generate_run(run_dir: Path, out_dir: Path, case_prefix: str, heldout_items: int, samples: int,
-                  temperature: float, top_p: float, seed: int):
-    """Generate and score one run's unevaluated checkpoints; BFCL cases are returned for batch scoring."""
+                  temperature: float, top_p: float, seed: int, generated: dict[str, tuple[list[str], list[int]]]):
+    """Generate and score one run's unevaluated checkpoints; BFCL cases are returned for batch scoring.
+    ``generated`` maps (checkpoint files, task, options, length cap) to texts already sampled in this process."""
     import yaml
 
     from dara.tasks import get_task
@@ -178,9 +193,15 @@ def _generate_run(run_dir: Path, out_dir: Path, case_prefix: str, heldout_items:
         if target.exists():
             continue
         checkpoint = run_dir / "checkpoints" / f"step{step}"
-        tokenizer, model = load_policy(checkpoint)
-        texts, lengths = generate(model, tokenizer, [item["prompt"] for item in repeated], seed=seed,
-                                  max_new_tokens=config["max_new_tokens"], temperature=temperature, top_p=top_p)  # fmt: skip
+        if not (checkpoint / "config.json").is_file():
+            raise FileNotFoundError(f"no Hugging Face checkpoint (config.json) under {checkpoint}")
+        key = json.dumps([_checkpoint_digest(checkpoint), config["task"], config.get("task_options", {}),
+                          config["max_new_tokens"]], sort_keys=True)
+        if key not in generated:
+            tokenizer, model = load_policy(checkpoint)
+            generated[key] = generate(model, tokenizer, [item["prompt"] for item in repeated], seed=seed,
+                                      max_new_tokens=config["max_new_tokens"], temperature=temperature, top_p=top_p)  # fmt: skip
+        texts, lengths = generated[key]
         rewards = task.score(texts, repeated, lengths)
         pending[step] = (target, {
             "task": config["task"], "method": config["method"], "group_size": config["group_size"],

@@ -14,9 +14,10 @@ from typing import Sequence
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import DynamicCache, GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
 from dara.io import replace_dir_atomically
+from dara.tiny.decoder import LeanDecoder
 
 PAD, EOS = "<pad>", "<eos>"
 
@@ -75,59 +76,30 @@ def encode_prompts(tokenizer, prompts: Sequence[str]) -> tuple[torch.Tensor, tor
 
 
 @torch.no_grad()
-def sample(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int, temperature: float = 1.0,
-           top_p: float = 1.0, seed: int | None = None) -> dict[str, torch.Tensor]:
-    """Sample one response per prompt (repeat prompts for groups).
+def rollout(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int, temperature: float = 1.0,
+            top_p: float = 1.0) -> dict[str, torch.Tensor]:
+    """The project's one sampler (training rollouts, the warm-start probe, held-out evaluation): one response per
+    prompt (repeat prompts for groups), drawn from the global torch RNG (seed it first for reproducible draws; the
+    trainer saves its state for resumable runs).
 
     Returns ``input_ids`` (prompt + response, padded), ``attention_mask`` (1 on prompt tokens and on response
-    tokens up to and including EOS), ``response_mask`` (1 on response tokens up to and including EOS) and
-    ``prompt_length`` (the padded prompt width). With ``seed`` the torch RNG is seeded first; without it the
-    caller's RNG state drives sampling (the trainer, for resumable runs).
+    tokens up to and including EOS), ``response_mask`` (1 on response tokens up to and including EOS),
+    ``prompt_length`` (the padded prompt width) and ``logprobs`` (B, response width): the log-probability of each
+    response token under ``model`` at temperature 1 (0 after EOS), i.e. what ``token_logprobs`` of a fresh forward
+    gives for those tokens, up to float rounding (about 1e-6), so PPO can use them as its old log-probs instead of
+    a second forward pass.
+
+    Tokens are drawn from softmax(logits / temperature), restricted with ``top_p`` < 1 to the nucleus (the most
+    likely tokens whose mass first reaches top_p, renormalised; no top-k). A row that has sampled EOS gets padding;
+    the loop stops when every row has ended or after ``max_new_tokens`` tokens. It is a KV-cache loop over
+    `dara.tiny.decoder.LeanDecoder`, because Hugging Face ``generate``'s per-token machinery costs more than the forward of a
+    model this small. A token is drawn by inverting the CDF with one uniform per row, much cheaper than
+    ``torch.multinomial``, which draws one exponential per vocabulary entry.
     """
     if temperature <= 0:
         raise ValueError(f"temperature must be positive (sampling), got {temperature}")
-    if seed is not None:
-        torch.manual_seed(seed)
-    prompt_ids, prompt_mask = encode_prompts(tokenizer, prompts)
-    config = GenerationConfig(do_sample=True, temperature=temperature, top_p=top_p, top_k=0,
-                              max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
-                              eos_token_id=tokenizer.eos_token_id)
-    was_training = model.training
-    model.eval()
-    output = model.generate(input_ids=prompt_ids, attention_mask=prompt_mask, generation_config=config)
-    model.train(was_training)
-    response = output[:, prompt_ids.shape[1]:]
-    # Keep tokens up to and including the first EOS; generate pads finished rows afterwards.
-    is_eos = response == tokenizer.eos_token_id
-    after_eos = (is_eos.cumsum(dim=1) - is_eos.long()) > 0
-    response_mask = (~after_eos).long()
-    return {
-        "input_ids": output,
-        "attention_mask": torch.cat([prompt_mask, response_mask], dim=1),
-        "response_mask": response_mask,
-        "prompt_length": torch.tensor(prompt_ids.shape[1]),
-    }
-
-
-@torch.no_grad()
-def rollout(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int,
-            temperature: float = 1.0) -> dict[str, torch.Tensor]:
-    """The trainer's sampler: one response per prompt, and the log-probability of every sampled token.
-
-    Returns what ``sample`` returns plus ``logprobs`` (B, response width): the log-probability of each response
-    token under ``model`` at temperature 1 (0 after EOS), i.e. what ``token_logprobs`` of a fresh forward gives for
-    those tokens, up to float rounding (about 1e-6), so PPO can use them as its old log-probs instead of a second
-    forward pass.
-
-    Same distribution as ``sample`` with top-p 1 and no top-k: softmax(logits / temperature); a row that has
-    sampled EOS gets padding; the loop stops when every row has ended or after ``max_new_tokens`` tokens. It is a
-    KV-cache loop calling the model directly, because ``generate``'s per-token machinery (logits processors,
-    stopping criteria, mask rebuilding) costs more than the forward of a model this small. A token is drawn by
-    inverting the CDF with one uniform per row from the global torch RNG (which the trainer seeds and saves in its
-    resume state), much cheaper than ``torch.multinomial``, which draws one exponential per vocabulary entry.
-    """
-    if temperature <= 0:
-        raise ValueError(f"temperature must be positive (sampling), got {temperature}")
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
     was_training = model.training
     model.eval()
     prompt_ids, prompt_mask = encode_prompts(tokenizer, prompts)
@@ -138,15 +110,16 @@ def rollout(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int,
     attention = torch.cat([prompt_mask, torch.ones(rows, max_new_tokens, dtype=prompt_mask.dtype)], dim=1)
     # Positions as token_logprobs builds them from the mask: a response token sits right after the real prompt.
     positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
-    cache = DynamicCache(config=model.config)
-    logits = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions, past_key_values=cache,
-                   use_cache=True, logits_to_keep=1).logits[:, -1]
+    decoder = LeanDecoder(model, rows, width + max_new_tokens)
+    logits = decoder.forward(prompt_ids, positions, prompt_mask)
     next_position = positions[:, -1:] + 1
     finished = torch.zeros(rows, dtype=torch.bool)
     length = 0
     for t in range(max_new_tokens):
         logp_all = torch.log_softmax(logits.float(), dim=-1)
         probs = logp_all.exp() if temperature == 1.0 else torch.softmax(logits.float() / temperature, dim=-1)
+        if top_p < 1.0:
+            probs = _nucleus(probs, top_p)
         cdf = probs.cumsum(dim=-1)
         # First index whose cumulative probability exceeds u * total: token i with probability p_i is drawn with
         # probability p_i (scaling by the total absorbs the cumsum's rounding; the clamp only guards u * total
@@ -160,9 +133,8 @@ def rollout(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int,
         finished |= token == eos
         if bool(finished.all()) or length == max_new_tokens:
             break
-        # Rows that ended keep decoding padding, as generate does; their tokens are masked out of the response.
-        logits = model(input_ids=token[:, None], attention_mask=attention[:, :width + length],
-                       position_ids=next_position + t, past_key_values=cache, use_cache=True).logits[:, -1]
+        # Rows that ended keep decoding padding, as Hugging Face's generate does; their tokens are masked out of the response.
+        logits = decoder.forward(token[:, None], next_position + t, attention[:, :width + length])
     model.train(was_training)
     response, logprobs = response[:, :length], logprobs[:, :length]
     is_eos = response == eos
@@ -175,6 +147,17 @@ def rollout(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int,
         "prompt_length": torch.tensor(width),
         "logprobs": logprobs,
     }
+
+
+def _nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Probabilities with every token outside the nucleus set to 0 (not renormalised: the sampler scales by the
+    total). The nucleus holds the most likely tokens up to and including the one whose cumulative mass reaches
+    top_p, so it is never empty."""
+    sorted_probs, order = probs.sort(dim=-1, descending=True)
+    mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs
+    keep_sorted = mass_before < top_p * sorted_probs.sum(dim=-1, keepdim=True)
+    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+    return probs * keep
 
 
 def decode_responses(tokenizer, batch: dict[str, torch.Tensor]) -> tuple[list[str], list[int]]:
@@ -194,8 +177,8 @@ def generate(model, tokenizer, prompts: Sequence[str], *, seed: int, max_new_tok
     torch.manual_seed(seed)
     texts, lengths = [], []
     for start in range(0, len(prompts), batch_size):
-        batch = sample(model, tokenizer, prompts[start:start + batch_size], max_new_tokens=max_new_tokens,
-                       temperature=temperature, top_p=top_p)
+        batch = rollout(model, tokenizer, prompts[start:start + batch_size], max_new_tokens=max_new_tokens,
+                        temperature=temperature, top_p=top_p)
         chunk_texts, chunk_lengths = decode_responses(tokenizer, batch)
         texts += chunk_texts
         lengths += chunk_lengths
@@ -206,7 +189,7 @@ def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                    start: int = 1, entropy_grad: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probability of each token given its prefix, shape (B, T-start) aligned with ``input_ids[:, start:]``.
 
-    Position ids follow the attention mask exactly as ``generate`` builds them for left-padded prompts, so the
+    Position ids follow the attention mask exactly as `rollout` (and Hugging Face's ``generate``) build them for left-padded prompts, so the
     training forward scores the very distribution that was sampled. ``start`` (the prompt width, for the trainer)
     leaves the prompt's positions out of the output projection and softmax, by far the costliest part of a
     forward with a 1,000-token vocabulary and 64 hidden units. The entropy carries a gradient only with

@@ -20,6 +20,8 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import functools
+import json
 import os
 import random
 import time
@@ -174,6 +176,13 @@ def ppo_update(model, optimizer, ref_logp, old_logp, batch, advantages, loss_wei
     return clipped_tokens / max(tokens, 1.0), entropy_sum / max(tokens, 1.0)
 
 
+@functools.lru_cache(maxsize=8)
+def _train_pool(task_name: str, options_json: str, size: int) -> tuple[dict[str, Any], ...]:
+    """The training prompt pool, built once per process: the seeds of a job share it, and building 2,000 items
+    costs about half a second (the items are read, never modified)."""
+    return tuple(get_task(task_name, **json.loads(options_json)).items("train", size, seed=0))
+
+
 def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported lazily
     import pandas as pd
 
@@ -184,7 +193,7 @@ def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported la
 
     task = get_task(args.task, **args.task_options)
     prompts_per_step = args.responses_per_step // args.group_size
-    pool = task.items("train", args.prompt_pool, seed=0)
+    pool = _train_pool(args.task, json.dumps(args.task_options, sort_keys=True), args.prompt_pool)
     if prompts_per_step > len(pool):
         raise ValueError(f"{prompts_per_step} prompts per step but a pool of {len(pool)}")
     tokenizer, model = load_policy(args.policy)

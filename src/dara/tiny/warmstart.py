@@ -25,7 +25,7 @@ import torch
 from dara.io import write_json_atomic
 from dara.provenance import git_revision
 from dara.tasks import Task, get_task
-from dara.tiny.policy import EOS, build_model, decode_responses, sample, save_policy, token_logprobs, train_tokenizer
+from dara.tiny.policy import EOS, build_model, decode_responses, rollout, save_policy, token_logprobs, train_tokenizer
 
 
 def supervised_batch(tokenizer, task: Task, items: list[dict[str, Any]], rng: np.random.Generator):
@@ -44,12 +44,23 @@ def supervised_batch(tokenizer, task: Task, items: list[dict[str, Any]], rng: np
     return ids, attention, loss_mask[:, 1:]
 
 
+def sft_loss(policy, ids: torch.Tensor, attention: torch.Tensor, loss_mask: torch.Tensor) -> torch.Tensor:
+    """Mean negative log-likelihood of the answer tokens (``loss_mask``, aligned with ``ids[:, 1:]``).
+
+    Rows are right-aligned, so scoring from the first answer position on spares the LM head and softmax of the
+    prompt positions (a fifth of a warm-start step) and gives the loss of scoring every position."""
+    start = int(loss_mask.nonzero()[:, 1].min()) + 1
+    logp, _ = token_logprobs(policy, ids, attention, start=start)
+    answer_mask = loss_mask[:, start - 1:]
+    return -(logp * answer_mask).sum() / answer_mask.sum()
+
+
 def step0_rates(model, tokenizer, task: Task, items: list[dict[str, Any]], group_size: int,
                 max_new_tokens: int, seed: int) -> dict[str, float]:
     """Mean of each reward and the fraction of groups where it varies, sampling at temperature 1."""
     torch.manual_seed(seed)
     repeated = [item for item in items for _ in range(group_size)]
-    batch = sample(model, tokenizer, [item["prompt"] for item in repeated], max_new_tokens=max_new_tokens)
+    batch = rollout(model, tokenizer, [item["prompt"] for item in repeated], max_new_tokens=max_new_tokens)
     texts, lengths = decode_responses(tokenizer, batch)
     rewards = task.score(texts, repeated, lengths).reshape(len(items), group_size, -1)
     rates: dict[str, float] = {"response_length": float(np.mean(lengths))}
@@ -85,8 +96,7 @@ def warm_start(task_name: str, task_options: dict[str, Any], out: str | Path, *,
     for _ in range(sft_steps):
         chosen = rng.choice(len(items), size=sft_batch_size, replace=False)
         ids, attention, loss_mask = supervised_batch(tokenizer, task, [items[i] for i in chosen], rng)
-        logp, _ = token_logprobs(policy, ids, attention)
-        loss = -(logp * loss_mask).sum() / loss_mask.sum()
+        loss = sft_loss(policy, ids, attention, loss_mask)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)

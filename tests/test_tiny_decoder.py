@@ -1,0 +1,100 @@
+"""The sampler's lean KV-cache forward gives Hugging Face's logits; top-p sampling draws from the nucleus."""
+
+import pytest
+import torch
+
+from dara.tiny.decoder import LeanDecoder
+from dara.tiny.policy import _nucleus, build_model, rollout, train_tokenizer
+
+torch.set_num_threads(1)
+
+
+def _model(seed=0, kv_heads=2):
+    torch.manual_seed(seed)
+    model = build_model(300, hidden_size=32, layers=2, heads=4, kv_heads=kv_heads, intermediate_size=48)
+    return model.eval()
+
+
+@pytest.mark.parametrize("kv_heads", [1, 2, 4])
+def test_prefill_and_decode_logits_equal_hugging_faces_forward(kv_heads):
+    model = _model(kv_heads=kv_heads)
+    rows, width, new = 5, 7, 6
+    generator = torch.Generator().manual_seed(1)
+    prompt = torch.randint(2, 300, (rows, width), generator=generator)
+    mask = torch.ones_like(prompt)
+    for row, padding in enumerate([0, 2, 4, 6, 1]):  # left padding of several widths, one row almost all padding
+        mask[row, :padding] = 0
+        prompt[row, :padding] = 0
+    continuation = torch.randint(2, 300, (rows, new), generator=generator)
+    ids = torch.cat([prompt, continuation], dim=1)
+    attention = torch.cat([mask, torch.ones_like(continuation)], dim=1)
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    with torch.no_grad():
+        reference = model(input_ids=ids, attention_mask=attention, position_ids=positions).logits
+        decoder = LeanDecoder(model, rows, width + new)
+        logits = [decoder.forward(prompt, positions[:, :width], attention[:, :width])]
+        for t in range(new - 1):
+            column = slice(width + t, width + t + 1)
+            logits.append(decoder.forward(ids[:, column], positions[:, column], attention[:, :width + t + 1]))
+    got = torch.stack(logits, dim=1)
+    expected = reference[:, width - 1:width + new - 1]
+    assert got.shape == expected.shape
+    assert (got - expected).abs().max() < 1e-5
+
+
+def test_a_mask_of_the_wrong_width_is_refused():
+    model = _model()
+    decoder = LeanDecoder(model, 2, 10)
+    ids = torch.ones(2, 3, dtype=torch.long)
+    with pytest.raises(ValueError, match="attention_mask must be"):
+        decoder.forward(ids, torch.arange(3).expand(2, 3), torch.ones(2, 4, dtype=torch.long))
+
+
+def test_configurations_it_does_not_implement_are_refused():
+    model = _model()
+    model.config.use_sliding_window = True
+    with pytest.raises(ValueError, match="sliding"):
+        LeanDecoder(model, 1, 4)
+    model = _model()
+    model.config.rope_parameters = {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}
+    with pytest.raises(ValueError, match="RoPE"):
+        LeanDecoder(model, 1, 4)
+    model = _model()
+    model.config.model_type = "llama"
+    with pytest.raises(ValueError, match="Qwen2 only"):
+        LeanDecoder(model, 1, 4)
+
+
+def test_the_nucleus_keeps_the_smallest_top_set_reaching_top_p():
+    probs = torch.tensor([[0.1, 0.5, 0.15, 0.25], [0.97, 0.01, 0.01, 0.01]])
+    kept = _nucleus(probs, 0.7)
+    # row 0: 0.5 alone is short of 0.7, 0.5 + 0.25 reaches it; row 1: the top token alone reaches it
+    assert torch.equal(kept > 0, torch.tensor([[False, True, False, True], [True, False, False, False]]))
+    assert torch.equal(kept[kept > 0], probs[kept > 0])
+    assert torch.equal(_nucleus(probs, 1.0) > 0, probs > 0)
+
+
+def test_top_p_sampling_draws_from_the_renormalised_nucleus():
+    tokenizer = train_tokenizer(["alpha beta gamma delta epsilon"] * 20, vocab_size=300)
+    model = _model(seed=3)
+    prompt = "alpha beta"
+    ids = tokenizer([prompt], return_tensors="pt", add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        probs = torch.softmax(model(input_ids=ids).logits[0, -1].double() / 0.7, dim=-1)
+    nucleus = _nucleus(probs[None], 0.5)[0]
+    expected = nucleus / nucleus.sum()
+    assert 1 < int((expected > 0).sum()) < probs.numel()  # the test means something: some but not all tokens
+    draws = 20_000
+    torch.manual_seed(4)
+    batch = rollout(model, tokenizer, [prompt] * draws, max_new_tokens=1, temperature=0.7, top_p=0.5)
+    empirical = torch.bincount(batch["input_ids"][:, -1], minlength=probs.numel()).double() / draws
+    assert empirical[expected == 0].sum() == 0
+    tolerance = 0.5 * 3 * (expected * (1 - expected) / draws).sqrt().sum()
+    assert 0.5 * (empirical - expected).abs().sum() < tolerance
+
+
+@pytest.mark.parametrize("top_p", [0.0, 1.5])
+def test_a_top_p_outside_the_unit_interval_is_refused(top_p):
+    tokenizer = train_tokenizer(["alpha beta"] * 5, vocab_size=300)
+    with pytest.raises(ValueError, match="top_p"):
+        rollout(_model(), tokenizer, ["alpha"], max_new_tokens=1, top_p=top_p)
