@@ -165,11 +165,13 @@ def test_a_kl_penalty_logs_the_kl_to_the_warm_start(act_policy, tmp_path):
     assert abs(frame["kl"].iloc[0]) < 1e-8 and frame["kl"].iloc[-1] > 1e-4
 
 
-def test_rollout_logprobs_are_those_of_a_fresh_forward(act_policy):
+@pytest.mark.parametrize("temperature, top_p", [(1.0, 1.0), (0.6, 0.95)])
+def test_rollout_logprobs_are_those_of_a_fresh_forward(act_policy, temperature, top_p):
+    """At any sampling temperature and top-p, the returned log-probs are the policy's own (temperature 1)."""
     tokenizer, model = load_policy(act_policy)
     prompts = ["You are in the hall.\nAssistant:\n", "You are in the kitchen. You see: mug.\nAssistant:\n"] * 8
     torch.manual_seed(0)
-    batch = rollout(model, tokenizer, prompts, max_new_tokens=20)
+    batch = rollout(model, tokenizer, prompts, max_new_tokens=20, temperature=temperature, top_p=top_p)
     width = int(batch["prompt_length"])
     prompt_ids, prompt_mask = encode_prompts(tokenizer, prompts)
     assert width == prompt_ids.shape[1] and torch.equal(batch["input_ids"][:, :width], prompt_ids)

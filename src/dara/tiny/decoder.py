@@ -61,12 +61,11 @@ class LeanDecoder:
         hidden = core.embed_tokens(input_ids)
         cos, sin = core.rotary_emb(hidden, position_ids)
         # Who may attend to whom: real keys only, and no key after the query (causal within the new tokens).
-        keys_ok = attention_mask.bool()[:, None, None, :]
-        causal = torch.ones(new, end, dtype=torch.bool).tril(diagonal=start)
-        allowed = keys_ok & causal
-        # A query at a padding position sees no key; let it see itself so that softmax stays finite (its output
-        # is never read: left padding puts every real token after the padding).
+        allowed = attention_mask.bool()[:, None, None, :]
         if new > 1:
+            allowed = allowed & torch.ones(new, end, dtype=torch.bool).tril(diagonal=start)
+            # A query at a padding position sees no key; let it see itself so that softmax stays finite (its
+            # output is never read: left padding puts every real token after the padding).
             allowed = allowed | (torch.arange(new)[:, None] + start == torch.arange(end)[None, :])
         for index, layer in enumerate(core.layers):
             attention = layer.self_attn

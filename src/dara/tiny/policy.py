@@ -116,11 +116,12 @@ def rollout(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int, te
     finished = torch.zeros(rows, dtype=torch.bool)
     length = 0
     for t in range(max_new_tokens):
-        logp_all = torch.log_softmax(logits.float(), dim=-1)
-        probs = logp_all.exp() if temperature == 1.0 else torch.softmax(logits.float() / temperature, dim=-1)
+        logits = logits.float()
+        probs = torch.softmax(logits if temperature == 1.0 else logits / temperature, dim=-1)
+        sampling_probs = probs
         if top_p < 1.0:
-            probs = _nucleus(probs, top_p)
-        cdf = probs.cumsum(dim=-1)
+            sampling_probs = _nucleus(probs, top_p)
+        cdf = sampling_probs.cumsum(dim=-1)
         # First index whose cumulative probability exceeds u * total: token i with probability p_i is drawn with
         # probability p_i (scaling by the total absorbs the cumsum's rounding; the clamp only guards u * total
         # rounding up to the total itself).
@@ -128,12 +129,19 @@ def rollout(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int, te
         token = torch.searchsorted(cdf, draw, right=True).clamp(max=cdf.shape[1] - 1).squeeze(1)
         token = token.masked_fill(finished, pad)
         response[:, t] = token
-        logprobs[:, t] = logp_all.gather(1, token[:, None]).squeeze(1).masked_fill(finished, 0.0)
+        # The log-probability at temperature 1: log of the softmax already computed when T = 1 (one softmax per
+        # token instead of a log-softmax and an exp; float32 rounding stays near 1e-7), else logit - logsumexp.
+        if temperature == 1.0:
+            token_logp = probs.gather(1, token[:, None]).squeeze(1).log()
+        else:
+            token_logp = logits.gather(1, token[:, None]).squeeze(1) - torch.logsumexp(logits, dim=-1)
+        logprobs[:, t] = token_logp.masked_fill(finished, 0.0)
         length = t + 1
         finished |= token == eos
         if bool(finished.all()) or length == max_new_tokens:
             break
-        # Rows that ended keep decoding padding, as Hugging Face's generate does; their tokens are masked out of the response.
+        # Rows that ended keep decoding padding, as Hugging Face's generate does; their tokens are masked out of
+        # the response.
         logits = decoder.forward(token[:, None], next_position + t, attention[:, :width + length])
     model.train(was_training)
     response, logprobs = response[:, :length], logprobs[:, :length]
