@@ -6,7 +6,7 @@ BFCL_VENV := .venv-bfcl
 PIP := $(VENV)/bin/python -m pip
 CORES ?= all
 
-.PHONY: setup setup-test setup-bfcl reproduce snapshot smoke test bench bench-trainer notebooks clean-envs
+.PHONY: setup setup-test setup-bfcl reproduce verl-cpu snapshot smoke test bench bench-trainer notebooks clean-envs
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,7 +45,16 @@ reproduce: setup
 	echo "$$(( $$(date +%s) - start )) seconds; started from an empty results/tiny: $$empty" \
 	  > results/tiny/reproduce_seconds.txt
 
-# docs/results/ and the README's generated blocks from results/tiny (after make reproduce).
+# The opt-in verl_cpu scale (verl's training loop on CPU beside the tiny trainer; needs verl: the test environment).
+# Its wall time is recorded like reproduce's.
+verl-cpu: setup-test
+	@empty=$$(test -d results/verl_cpu/runs && echo no || echo yes); start=$$(date +%s); \
+	$(VENV)/bin/snakemake --cores 2 --config scale=verl_cpu && \
+	echo "$$(( $$(date +%s) - start )) seconds; started from an empty results/verl_cpu: $$empty" \
+	  > results/verl_cpu/run_seconds.txt
+
+# docs/results/ and the README's generated blocks from results/tiny (after make reproduce), and from
+# results/verl_cpu when make verl-cpu has run.
 snapshot: setup
 	$(VENV)/bin/python analysis/snapshot.py
 

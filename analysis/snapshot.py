@@ -1,6 +1,7 @@
 """Snapshot of a finished tiny run into docs/results/, and the README's generated blocks from it.
 
     python analysis/snapshot.py            # after `make reproduce`: results/tiny -> docs/results/, README blocks
+                                           # (and results/verl_cpu -> docs/results/verl_cpu_*, after make verl-cpu)
     python analysis/snapshot.py --check    # the README's blocks equal the snapshot (tests/test_readme_numbers.py)
 
 README and docs quote no result by hand: they show blocks between ``<!-- snapshot:NAME -->`` and
@@ -79,6 +80,36 @@ def timing_table(results: Path) -> str:
             f"{'yes' if from_empty else 'no (a partial rerun)'} |\n| training runs | {runs} |\n")
 
 
+def verl_cpu_timing_table(results: Path) -> str:
+    """What `make verl-cpu` recorded: wall time (results/verl_cpu/run_seconds.txt), runs per backend, and the peak
+    memory of a verl training job (Snakemake's benchmark max_rss, the job's process tree: trainer, Ray workers)."""
+    import pandas as pd
+
+    recorded = (results / "run_seconds.txt").read_text()
+    seconds = float(recorded.split()[0])
+    from_empty = recorded.strip().endswith("yes")
+    verl_runs = len(list((results / "runs").glob("*-*/*/G*/seed*/metrics.parquet")))
+    tiny_runs = len(list((results / "tiny" / "runs").glob("*/*/G*/seed*/metrics.parquet")))
+    # verl jobs are one run each (<job>_seed<S>.tsv); the tiny trainer's are seed groups (<task>_<method>_G<G>.tsv)
+    verl_jobs = [pd.read_csv(path, sep="\t") for path in sorted((results / "benchmarks" / "train").glob("*_seed*.tsv"))]
+    peak = max(float(frame["max_rss"].max()) for frame in verl_jobs) if verl_jobs else float("nan")
+    per_run = [float(frame["s"].iloc[-1]) for frame in verl_jobs]
+    return (f"| what | value |\n|---|---|\n| `make verl-cpu` wall time after set-up, 2 cores | "
+            f"{int(seconds // 60)} min {int(seconds % 60)} s |\n| started from an empty `results/verl_cpu` | "
+            f"{'yes' if from_empty else 'no (a partial rerun)'} |\n| verl runs / tiny-trainer runs | "
+            f"{verl_runs} / {tiny_runs} |\n| one verl run (Ray start-up included), min-max | "
+            f"{min(per_run):.0f}-{max(per_run):.0f} s |\n| peak memory of a verl training job (max RSS) | "
+            f"{peak / 1024:.1f} GB |\n")
+
+
+def take_verl_cpu_snapshot(results: Path, out: Path) -> None:
+    """The verl_cpu scale's side-by-side table, figure and cost, when `make verl-cpu` has run."""
+    copy = lambda source, target: replace_atomically(target, lambda temporary: shutil.copyfile(source, temporary))
+    copy(results / "tables" / "backends.md", out / "verl_cpu_backends.md")
+    copy(results / "figures" / "backends.png", out / "verl_cpu_backends.png")
+    write_text_atomic(out / "verl_cpu_timing.md", verl_cpu_timing_table(results))
+
+
 def take_snapshot(results: Path, out: Path) -> None:
     copy = lambda source, target: replace_atomically(target, lambda temporary: shutil.copyfile(source, temporary))
     copy(results / "REPORT.md", out / "REPORT.md")
@@ -118,6 +149,7 @@ def fill_blocks(text: str, snapshot: Path) -> str:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, default=ROOT / "results" / "tiny")
+    parser.add_argument("--verl-cpu-results", type=Path, default=ROOT / "results" / "verl_cpu")
     parser.add_argument("--snapshot", type=Path, default=ROOT / "docs" / "results")
     parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
     parser.add_argument("--check", action="store_true", help="only check that the README's blocks are current")
@@ -128,6 +160,8 @@ def main(argv=None) -> None:
             sys.exit(f"{args.readme}: generated blocks differ from {args.snapshot}; run python analysis/snapshot.py")
         return
     take_snapshot(args.results, args.snapshot)
+    if (args.verl_cpu_results / "run_seconds.txt").is_file():
+        take_verl_cpu_snapshot(args.verl_cpu_results, args.snapshot)
     write_text_atomic(args.readme, fill_blocks(readme, args.snapshot))
 
 

@@ -164,7 +164,7 @@ def test_checkpoints_with_the_same_files_are_sampled_once(tmp_path, monkeypatch)
     import torch
 
     import dara.tiny.policy as policy
-    from dara.evaluation.tiny import evaluate_runs
+    from dara.evaluation.tiny import RunToEvaluate, evaluate_runs
 
     torch.set_num_threads(1)
     calls = []
@@ -176,8 +176,8 @@ def test_checkpoints_with_the_same_files_are_sampled_once(tmp_path, monkeypatch)
     with torch.no_grad():
         model.lm_head.weight.mul_(2.0)  # tied to the embedding: a different policy
     policy.save_policy(model, tokenizer, second / "checkpoints" / "step2")
-    written = evaluate_runs([(first, tmp_path / "eval/a"), (second, tmp_path / "eval/b")], **SAMPLING,
-                            heldout_items=6, samples=2)
+    runs = [RunToEvaluate.from_config(first, tmp_path / "eval/a"), RunToEvaluate.from_config(second, tmp_path / "eval/b")]
+    written = evaluate_runs(runs, **SAMPLING, heldout_items=6, samples=2)
     assert len(calls) == 2 and len(written) == 6  # the changed checkpoint is sampled on its own
     records = [json.loads(path.read_text()) for path in written]
     assert all(r["metrics"] == records[0]["metrics"] and r["rewards"] == records[0]["rewards"] for r in records[:5])
@@ -210,12 +210,13 @@ def test_evaluate_run_scores_tool_calls_with_bfcl(tmp_path):
 def test_a_seed_group_evaluated_in_one_process_matches_runs_evaluated_alone(tmp_path):
     import torch
 
-    from dara.evaluation.tiny import evaluate_run, evaluate_runs
+    from dara.evaluation.tiny import RunToEvaluate, evaluate_run, evaluate_runs
 
     torch.set_num_threads(1)
     tool = _fake_run(tmp_path / "a", "toolcall", steps=1, eval_every=1)
     math = _fake_run(tmp_path / "b", "math_length", steps=1, eval_every=1)
-    together = evaluate_runs([(tool, tmp_path / "together/tool"), (math, tmp_path / "together/math")],
+    together = evaluate_runs([RunToEvaluate.from_config(tool, tmp_path / "together/tool"),
+                              RunToEvaluate.from_config(math, tmp_path / "together/math")],
                              **SAMPLING, heldout_items=4, samples=1)
     alone = evaluate_run(tool, tmp_path / "alone/tool", **SAMPLING, heldout_items=4, samples=1)
     alone += evaluate_run(math, tmp_path / "alone/math", **SAMPLING, heldout_items=4, samples=1)
@@ -241,3 +242,21 @@ def test_eval_files_list_every_checkpoint_of_every_run():
                                           for step in (0, 2)] for run in trl)  # its 2 steps, its own folder
     paper = run_matrix(load_experiment("paper"), "toolcall")[0]
     assert paper.checkpoint_steps == list(range(10, 101, 10))  # verl's save_freq 10 over 100 steps
+
+
+def test_runs_to_evaluate_come_from_the_run_layer_at_every_cpu_scale():
+    from dara.evaluation.tiny import RunToEvaluate
+    from dara.experiments import load_experiment
+    from dara.runs import run_matrix
+
+    for scale in ("smoke", "verl_cpu"):
+        experiment = load_experiment(scale)
+        for run in run_matrix(experiment):
+            spec = RunToEvaluate.from_run(run, experiment)
+            assert [str(spec.out_dir / f"step{step}.json") for step in spec.checkpoint_steps] == run.eval_files
+            assert spec.task_options == experiment["tasks"][run.task].get("options", {})
+            if run.backend == "verl":  # verl's response cap and save steps
+                assert spec.max_new_tokens == run.settings["verl"]["data.max_response_length"]
+                assert 0 not in spec.checkpoint_steps and run.settings["steps"] in spec.checkpoint_steps
+            else:
+                assert spec.max_new_tokens == run.settings["max_new_tokens"] and spec.checkpoint_steps[0] == 0

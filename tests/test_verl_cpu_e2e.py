@@ -68,8 +68,11 @@ def setup(tmp_path_factory):
     paper["primary_models"] = {"toolcall": "tiny"}
     paper["target_models"] = {"toolcall": ["tiny"]}
     paper["verl"].update({"trainer.save_freq": 1, "trainer.test_freq": -1})
-    del experiment["tasks"]["math_length"], experiment["targets"]["math_length"]
+    del experiment["tasks"]["math_length"]
+    experiment["targets"] = {"toolcall": experiment["targets"]["toolcall"]}  # verl only: no tiny-trainer twins
     experiment["tasks"]["toolcall"]["settings"]["paper"].update(steps=2, responses_per_step=8, mini_batch_responses=8)
+    paper["verl"].update({f"actor_rollout_ref.{key}_micro_batch_size_per_gpu": 8
+                          for key in ("actor.ppo", "rollout.log_prob", "ref.log_prob")})
     experiment["targets"]["toolcall"]["methods"] = ["dara_asym"]
     path = base / "verl_cpu.yaml"
     path.write_text(yaml.safe_dump(experiment))

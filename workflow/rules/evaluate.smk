@@ -4,6 +4,7 @@
 #
 # CPU scales: one job per training job (the seeds of a task, method, G) evaluates all checkpoints of its runs in one
 #   process (torch and bfcl-eval load once); the experiment's `evaluation` settings are its params (rerun trigger).
+#   verl on CPU (scale verl_cpu) exports tiny policies: its checkpoints are evaluated the same way.
 #   Tool-calling tasks are scored by bfcl-eval in .venv-bfcl (a subprocess).
 # paper: per checkpoint, generation on GPUs (BFCL: bfcl-eval's inference loop against `vllm serve`; math:
 #   vLLM's offline engine), then scoring (BFCL in .venv-bfcl, math in the main environment).
@@ -11,7 +12,7 @@
 CPU_BACKENDS = ("tiny", "trl")
 
 for _job in training_jobs(RUNS):
-    if _job.backend not in CPU_BACKENDS:
+    if _job.backend not in CPU_BACKENDS and not on_cpu(_job):
         continue
 
     rule:
@@ -34,7 +35,7 @@ for _job in training_jobs(RUNS):
             "OMP_NUM_THREADS={threads} python -m dara.evaluation.tiny --experiment {params.experiment:q}"
             " --run-dir {params.runs} > {log} 2>&1"
 
-if any(run.backend == "verl" for run in RUNS):
+if any(not on_cpu(job) for job in training_jobs(RUNS) if job.backend == "verl"):
     # verl runs: the rules call `vllm` of the GPU environment (on PATH, or `--config vllm=...`)
     # and .venv-bfcl (`--config bfcl_python=...`). A run's metrics.parquet marks its training, and so its
     # checkpoints run_dir/checkpoints/step{N}/ (Hugging Face folders), as complete.

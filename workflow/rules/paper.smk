@@ -20,6 +20,28 @@ if EXPERIMENT["backend"] == "verl":
         shell:
             "python -m dara.verl_backend.data --dataset {wildcards.dataset} --out {params.out} > {log} 2>&1"
 
+    if "warm_start" in EXPERIMENT:
+        # verl on CPU with the tiny tasks (scale verl_cpu): a task's verl parquet data and its warm-started policy
+        # made loadable by verl (a chat template), from the warm start of train.smk.
+        rule prepare_tiny_verl_data:
+            wildcard_constraints:
+                task="|".join(EXPERIMENT["tasks"]),
+            input:
+                f"{RESULTS}/policies/{{task}}/warmstart.json",
+            output:
+                train=f"{PAPER_DATA}/{{task}}/train.parquet",
+                test=f"{PAPER_DATA}/{{task}}/test.parquet",
+                policy=f"{PAPER_DATA}/{{task}}/policy/config.json",
+            log:
+                f"{RESULTS}/logs/prepare_tiny_verl_data/{{task}}.log",
+            params:
+                experiment=EXPERIMENT_SOURCE,
+                policy=subpath(input[0], parent=True),
+                out=subpath(output.train, parent=True),
+            shell:
+                "python -m dara.verl_backend.tiny_data --experiment {params.experiment:q} --task {wildcards.task}"
+                " --policy {params.policy} --out {params.out} > {log} 2>&1"
+
     # The shared view: results/paper/runs/<task>/... holds the primary model's metrics (and provenance), the layout
     # the analysis reads at every scale (dara.runs.Run.shared_view_metrics); other models stay under <task>-<model>/.
     for _run in RUNS:

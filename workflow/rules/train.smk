@@ -34,11 +34,19 @@ TRAIN_COMMANDS = {
     "trl": {"prefix": "OMP_NUM_THREADS=1", "module": "dara.trl.train --no-progress"},
     # verl: on a cluster inside a Ray cluster over the job's nodes; the launcher resumes from verl's checkpoints.
     "verl": {"prefix": "bash profiles/slurm/ray_job.sh", "module": "dara.verl_backend.launch train"},
+    # verl with `device: cpu` (scale verl_cpu): verl starts a local Ray cluster itself
+    "verl_cpu": {"prefix": "", "module": "dara.verl_backend.launch train"},
 }
 
 
+def on_cpu(job):
+    """A verl job that runs on this machine's CPU (`device: cpu`), not on a GPU cluster."""
+    return job.backend == "verl" and job.runs[0].settings.get("device", "cuda") == "cpu"
+
+
 def training_inputs(job):
-    """What a job starts from: the warm-start policy (CPU backends) or the prepared datasets (verl)."""
+    """What a job starts from: the warm-start policy (CPU backends) or the prepared datasets (verl; on CPU they
+    come with the verl-ready tiny policy, rule prepare_tiny_verl_data)."""
     run = job.runs[0]
     if run.backend != "verl":
         return [f"{run.policy_dir}/warmstart.json"]
@@ -69,14 +77,15 @@ for _job in training_jobs(RUNS):
             f"{RESULTS}/logs/train/{_job.name}.log",
         benchmark:
             f"{RESULTS}/benchmarks/train/{_job.name}.tsv"
-        threads: 1
+        # verl on CPU: a trainer, a rollout server and Ray's workers share the machine; 2 keeps one job at a time
+        threads: 2 if on_cpu(_job) else 1
         resources:
             **training_resources(_job),
         params:
             experiment=EXPERIMENT_SOURCE,
             runs=[run.run_dir for run in _job.runs],
             settings=[run.settings for run in _job.runs],
-            **TRAIN_COMMANDS[_job.backend],
+            **TRAIN_COMMANDS["verl_cpu" if on_cpu(_job) else _job.backend],
         shell:
             "{params.prefix} python -m {params.module} --experiment {params.experiment:q} --run-dir {params.runs}"
             " > {log} 2>&1"

@@ -1,9 +1,10 @@
-"""Held-out evaluation of every checkpoint of tiny/smoke training runs (a seed group per process).
+"""Held-out evaluation on CPU of every checkpoint of tiny-policy runs (a seed group per process): the tiny and TRL
+trainers' runs, and verl's runs at the verl_cpu scale.
 
     python -m dara.evaluation.tiny --experiment tiny --run-dir results/tiny/runs/toolcall/dara_sym/G8/seed0 ...
 
-One process loads torch once and evaluates `checkpoints/step{N}/` for every N the run's config implies
-(`dara.runs.cpu_checkpoint_steps`), writing `step{N}.json` each into the run's evaluation folder
+One process loads torch once and evaluates `checkpoints/step{N}/` for every N of the run's checkpoint steps
+(`dara.runs.Run.checkpoint_steps`), writing `step{N}.json` each into the run's evaluation folder
 (`dara.runs.Run.eval_dir`; atomically; existing files are kept, so a rerun resumes). The held-out items are the
 task's `heldout` split (disjoint from training), the same for every run; each item is sampled `samples` times with
 the experiment's `evaluation` settings (temperature, top-p, seed; defaults in the experiment schema). Scorers, as at paper scale:
@@ -29,7 +30,9 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dara.io import write_json_atomic
 from dara.runs import cpu_checkpoint_steps
@@ -109,15 +112,58 @@ def task_metrics(task, items: Sequence[Mapping], texts: Sequence[str], lengths: 
     return {}
 
 
+@dataclass(frozen=True)
+class RunToEvaluate:
+    """What evaluating one run needs: its folders, task, coordinates, checkpoint steps and response length cap."""
+
+    run_dir: Path
+    out_dir: Path
+    task: str
+    task_options: dict[str, Any]
+    method: str
+    group_size: int
+    seed: int
+    checkpoint_steps: tuple[int, ...]
+    max_new_tokens: int
+
+    @classmethod
+    def from_run(cls, run, experiment: Mapping[str, Any]) -> "RunToEvaluate":
+        """A `dara.runs.Run` of any backend whose checkpoints are Hugging Face folders of a tiny policy: the CPU
+        trainers' (tiny, TRL) and verl's on CPU (its response cap is verl's ``data.max_response_length``)."""
+        if run.backend == "verl":
+            options = experiment["tasks"][run.task].get("options", {})
+            max_new_tokens = run.settings["verl"]["data.max_response_length"]
+        else:
+            options, max_new_tokens = run.settings["task_options"], run.settings["max_new_tokens"]
+        return cls(Path(run.run_dir), Path(run.eval_dir), run.task, dict(options), run.method, run.group_size,
+                   run.seed, tuple(run.checkpoint_steps), int(max_new_tokens))
+
+    @classmethod
+    def from_config(cls, run_dir: Path, out_dir: Path) -> "RunToEvaluate":
+        """A CPU trainer's run folder, read from the ``config.yaml`` it wrote (no experiment file needed)."""
+        import yaml
+
+        config_path = Path(run_dir) / "config.yaml"
+        if not config_path.is_file():
+            raise FileNotFoundError(f"{run_dir} has no config.yaml: not a training run folder")
+        config = yaml.safe_load(config_path.read_text())
+        for key in ("task", "method", "group_size", "seed", "steps", "eval_every", "max_new_tokens"):
+            if key not in config:
+                raise ValueError(f"{config_path} lacks {key!r}")
+        return cls(Path(run_dir), Path(out_dir), config["task"], config.get("task_options", {}), config["method"],
+                   config["group_size"], config["seed"],
+                   tuple(cpu_checkpoint_steps(config["steps"], config["eval_every"])), config["max_new_tokens"])
+
+
 def evaluate_run(run_dir: Path, out_dir: Path, **options) -> list[Path]:
-    """Evaluate every checkpoint of one run; see :func:`evaluate_runs`."""
-    return evaluate_runs([(run_dir, out_dir)], **options)
+    """Evaluate every checkpoint of one CPU trainer's run folder; see :func:`evaluate_runs`."""
+    return evaluate_runs([RunToEvaluate.from_config(run_dir, out_dir)], **options)
 
 
-def evaluate_runs(runs: Sequence[tuple[Path, Path]], *, heldout_items: int, samples: int, temperature: float,
+def evaluate_runs(runs: Sequence[RunToEvaluate], *, heldout_items: int, samples: int, temperature: float,
                   top_p: float, seed: int, bfcl_python: Path | None = None) -> list[Path]:
-    """Evaluate every checkpoint of several runs (run_dir, out_dir) in one process, with an experiment's
-    ``evaluation`` settings (heldout_items, samples, temperature, top_p, seed).
+    """Evaluate every checkpoint of several runs in one process, with an experiment's ``evaluation`` settings
+    (heldout_items, samples, temperature, top_p, seed).
 
     Importing torch and bfcl-eval costs seconds per process, more than a tiny run's generation, so one job
     evaluates a seed group and every tool-calling output of all its checkpoints goes to one bfcl-eval subprocess.
@@ -132,10 +178,9 @@ def evaluate_runs(runs: Sequence[tuple[Path, Path]], *, heldout_items: int, samp
     pending: dict[tuple[int, int], tuple[Path, dict]] = {}
     bfcl_cases: list[dict] = []
     generated: dict[str, tuple[list[str], list[int]]] = {}
-    for run_number, (run_dir, out_dir) in enumerate(runs):
+    for run_number, run in enumerate(runs):
         run_written, run_pending, run_cases = _generate_run(
-            Path(run_dir), Path(out_dir), f"run{run_number}/", heldout_items, samples, temperature, top_p, seed,
-            generated)
+            run, f"run{run_number}/", heldout_items, samples, temperature, top_p, seed, generated)
         written += run_written
         pending.update({(run_number, step): value for step, value in run_pending.items()})
         bfcl_cases += run_cases
@@ -166,51 +211,42 @@ def _checkpoint_digest(checkpoint: Path) -> str:
     return digest.hexdigest()
 
 
-def _generate_run(run_dir: Path, out_dir: Path, case_prefix: str, heldout_items: int, samples: int,
-                  temperature: float, top_p: float, seed: int, generated: dict[str, tuple[list[str], list[int]]]):
+def _generate_run(run: RunToEvaluate, case_prefix: str, heldout_items: int, samples: int, temperature: float,
+                  top_p: float, seed: int, generated: dict[str, tuple[list[str], list[int]]]):
     """Generate and score one run's unevaluated checkpoints; BFCL cases are returned for batch scoring.
     ``generated`` maps (checkpoint files, task, options, length cap) to texts already sampled in this process."""
-    import yaml
-
     from dara.tasks import get_task
     from dara.tiny.policy import generate, load_policy
 
-    config_path = run_dir / "config.yaml"
-    if not config_path.is_file():
-        raise FileNotFoundError(f"{run_dir} has no config.yaml: not a training run folder")
-    config = yaml.safe_load(config_path.read_text())
-    for key in ("task", "method", "group_size", "seed", "steps", "eval_every", "max_new_tokens"):
-        if key not in config:
-            raise ValueError(f"{config_path} lacks {key!r}")
-    task = get_task(config["task"], **config.get("task_options", {}))
+    task = get_task(run.task, **run.task_options)
     items = task.items("heldout", heldout_items, seed=0)
     repeated = [item for item in items for _ in range(samples)]
-    tool_task = config["task"] in ("toolcall", "toolcall3")
+    tool_task = run.task in ("toolcall", "toolcall3")
     written, pending, bfcl_cases = [], {}, []
-    for step in cpu_checkpoint_steps(config["steps"], config["eval_every"]):
-        target = out_dir / f"step{step}.json"
+    for step in run.checkpoint_steps:
+        target = run.out_dir / f"step{step}.json"
         written.append(target)
         if target.exists():
             continue
-        checkpoint = run_dir / "checkpoints" / f"step{step}"
+        checkpoint = run.run_dir / "checkpoints" / f"step{step}"
         if not (checkpoint / "config.json").is_file():
             raise FileNotFoundError(f"no Hugging Face checkpoint (config.json) under {checkpoint}")
-        key = json.dumps([_checkpoint_digest(checkpoint), config["task"], config.get("task_options", {}),
-                          config["max_new_tokens"]], sort_keys=True)
+        key = json.dumps([_checkpoint_digest(checkpoint), run.task, run.task_options, run.max_new_tokens],
+                         sort_keys=True)
         if key not in generated:
             tokenizer, model = load_policy(checkpoint)
             generated[key] = generate(model, tokenizer, [item["prompt"] for item in repeated], seed=seed,
-                                      max_new_tokens=config["max_new_tokens"], temperature=temperature, top_p=top_p)  # fmt: skip
+                                      max_new_tokens=run.max_new_tokens, temperature=temperature, top_p=top_p)
         texts, lengths = generated[key]
         rewards = task.score(texts, repeated, lengths)
         pending[step] = (target, {
-            "task": config["task"], "method": config["method"], "group_size": config["group_size"],
-            "seed": config["seed"], "step": step, "checkpoint": str(checkpoint),
+            "task": run.task, "method": run.method, "group_size": run.group_size,
+            "seed": run.seed, "step": step, "checkpoint": str(checkpoint),
             "heldout_items": len(items), "samples_per_item": samples,
             "sampling": {"temperature": temperature, "top_p": top_p, "seed": seed,
-                         "max_new_tokens": config["max_new_tokens"]},
+                         "max_new_tokens": run.max_new_tokens},
             "rewards": {name: float(rewards[:, k].mean()) for k, name in enumerate(task.reward_names)},
-            "metrics": task_metrics(task, repeated, texts, lengths, config["max_new_tokens"]),
+            "metrics": task_metrics(task, repeated, texts, lengths, run.max_new_tokens),
         })  # fmt: skip
         if tool_task:
             bfcl_cases += [bfcl_entry(item, f"{case_prefix}step{step}/{n}", text)
@@ -229,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     experiment = load_experiment(args.experiment)
     runs = [find_run_by_dir(experiment, run_dir) for run_dir in args.run_dir]
-    evaluate_runs([(Path(run.run_dir), Path(run.eval_dir)) for run in runs], bfcl_python=args.bfcl_python,
+    evaluate_runs([RunToEvaluate.from_run(run, experiment) for run in runs], bfcl_python=args.bfcl_python,
                   **experiment["evaluation"])
 
 
