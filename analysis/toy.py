@@ -17,7 +17,7 @@ from dara.analysis.mechanism_toy import steps_to_threshold
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", required=True, choices=("smoke", "tiny", "paper"))
+    parser.add_argument("--scale", required=True, choices=("smoke", "tiny", "verl_cpu", "paper"))
     parser.add_argument("--seeds", type=int, default=None, help="default: 1 at smoke scale, else 3")
     parser.add_argument("--out-dir", required=True)
     args = parser.parse_args(argv)

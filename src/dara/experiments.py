@@ -113,6 +113,8 @@ def _validate_paper(experiment: dict[str, Any], source: str) -> None:
         raise ExperimentError(f"{source}: settings/paper is missing (a verl experiment needs it)")
     models = paper.get("models", {})
     for target in experiment["targets"]:
+        if target_backend(experiment, target) != "verl":
+            continue  # a tiny-trainer (or TRL) twin of a verl run: no model to list
         listed = paper.get("target_models", {}).get(target)
         if not listed:
             raise ExperimentError(f"{source}: settings/paper/target_models/{target}: no models listed")
@@ -173,7 +175,10 @@ def run_settings(experiment: dict[str, Any], target: str, method: str) -> dict[s
         raise ExperimentError(f"unknown target {target!r}; targets: {', '.join(experiment['targets'])}")
     block = experiment["targets"][target]
     task = experiment["tasks"][block["task"]]
-    settings = {**experiment["settings"], **task.get("settings", {}), **block.get("settings", {})}
+    # a CPU trainer's target inside a verl experiment (verl_cpu) gets the CPU trainers' defaults, which a verl
+    # experiment's global block leaves out
+    defaults = default_settings() if target_backend(experiment, target) != "verl" else {}
+    settings = {**defaults, **experiment["settings"], **task.get("settings", {}), **block.get("settings", {})}
     settings.pop("paper", None)
     if get_method(method).needs_static_weights:
         if "static_weights" not in settings:
