@@ -325,3 +325,15 @@ def test_a_trainer_that_failed_to_register_is_reported_with_its_error(monkeypatc
     with pytest.raises(RuntimeError, match=r"not in verl's trainer registry.*changed under us"):
         assert_registered()  # ... so the check names it
     plugin._REGISTRATION_ERRORS.clear()
+
+
+def test_the_replay_buffer_polls_every_50_ms_instead_of_2_s(monkeypatch):
+    """verl's buffer sleeps its poll interval between checks for a finished rollout; dara_sync shortens it."""
+    from types import SimpleNamespace
+
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+    built = SimpleNamespace(poll_interval=2.0)
+    monkeypatch.setattr(PPOTrainerSync, "_build_replay_buffer", lambda self: built, raising=False)
+    trainer = object.__new__(DaraPPOTrainer)  # no Ray, no workers: only the method under test
+    assert trainer._build_replay_buffer() is built and built.poll_interval == 0.05
