@@ -8,7 +8,7 @@ the group-size sweep).
 from dara.analysis import figures
 from dara.analysis.cli import parse_inputs
 from dara.analysis.figures import save_figure
-from dara.analysis.runs import reward_names
+from dara.analysis.runs import density_column, density_label, reward_names
 from dara.analysis.tables import main_group_size
 
 
@@ -22,10 +22,11 @@ def draw_task(metrics, task: str, scale: str):
         mean_ax, density_ax = axes[2 * k], axes[2 * k + 1]
         figures.plot_seed_bands(mean_ax, metrics, f"reward/{reward}")
         figures.finish(mean_ax, "training step", f"{reward} reward (batch mean)", f"{reward}: reward", legend=False)
-        if f"density/{reward}" in metrics.columns:
-            figures.plot_seed_bands(density_ax, metrics[metrics["step"] >= 1], f"density/{reward}")
+        density = density_column(metrics, reward)
+        if density in metrics.columns:
+            figures.plot_seed_bands(density_ax, metrics[metrics["step"] >= 1], density)
             density_ax.set_ylim(-0.03, 1.03)
-        figures.finish(density_ax, "training step", "density π (fraction of active groups)",
+        figures.finish(density_ax, "training step", f"{density_label(density)} (fraction of active groups)",
                        f"{reward}: density", legend=False)
     figures.method_legend(figure, metrics["method"].unique(), loc="center left", bbox_to_anchor=(1.0, 0.5))
     figure.suptitle(f"{task}, G={group_size}: median and IQR over seeds{figures.scale_note(scale)}")

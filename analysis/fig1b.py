@@ -10,6 +10,7 @@ import pandas as pd
 from dara.analysis import figures
 from dara.analysis.cli import parse_inputs
 from dara.analysis.figures import save_figure
+from dara.analysis.runs import density_column, density_label
 from dara.io import write_csv_atomic
 from dara.analysis.summary import seed_band
 from dara.analysis.tables import main_group_size
@@ -31,11 +32,12 @@ def main(argv=None):
         figures.plot_seed_bands(reward_ax, metrics, f"reward/{reward}")
         figures.finish(reward_ax, "training step", f"{reward} reward (batch mean)", f"{task} (G={group_size})",
                        legend=False)
-        figures.plot_seed_bands(density_ax, metrics, f"density/{reward}")
+        density = density_column(metrics, reward)
+        figures.plot_seed_bands(density_ax, metrics, density)
         density_ax.set_ylim(-0.03, 1.03)
-        figures.finish(density_ax, "training step", f"{reward} density π", f"{task}: density of {reward}",
-                       legend=False)
-        for column in (f"reward/{reward}", f"density/{reward}"):
+        figures.finish(density_ax, "training step", f"{reward} {density_label(density)}",
+                       f"{task}: density of {reward}", legend=False)
+        for column in (f"reward/{reward}", density):
             plotted.append(seed_band(metrics, column).assign(task=task, G=group_size, quantity=column))
     methods = {method for _, metrics in panels for method in metrics["method"].unique()}
     figures.method_legend(figure, methods, loc="center left", bbox_to_anchor=(1.0, 0.5))

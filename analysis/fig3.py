@@ -10,6 +10,7 @@ import numpy as np
 from dara.analysis import figures
 from dara.analysis.cli import parse_inputs
 from dara.analysis.figures import save_figure
+from dara.analysis.runs import density_column, density_label
 from dara.io import write_csv_atomic
 from dara.analysis.summary import seed_band
 from dara.analysis.tables import crossing_records
@@ -28,8 +29,9 @@ def main(argv=None):
     figure, axes = figures.new_figure(len(group_sizes), width_per_panel=2.8)
     for ax, group_size in zip(axes, group_sizes):
         runs = metrics[metrics["G"] == group_size]
-        figures.plot_seed_bands(ax, runs, f"density/{reward}")
-        band = seed_band(runs, f"density/{reward}").set_index(["method", "step"])["median"]
+        density = density_column(runs, reward)
+        figures.plot_seed_bands(ax, runs, density)
+        band = seed_band(runs, density).set_index(["method", "step"])["median"]
 
         def height(method, step, band=band):
             steps = band.loc[method].index.to_numpy()
@@ -38,7 +40,7 @@ def main(argv=None):
         last_step = runs.groupby("method")["step"].max()
         figures.mark_crossings(ax, records[records["G"] == group_size], height, lambda m: float(last_step[m]))
         ax.set_ylim(-0.03, 1.03)
-        figures.finish(ax, "training step", f"{reward} density π", f"G = {group_size}", legend=False)
+        figures.finish(ax, "training step", f"{reward} {density_label(density)}", f"G = {group_size}", legend=False)
     figures.method_legend(figure, metrics["method"].unique(), loc="center left", bbox_to_anchor=(1.0, 0.5))
     figure.suptitle(f"{task}: density of {reward} across group sizes; markers: median step {reward} ≥ {threshold} "
                     f"(open: not reached){figures.scale_note(inputs.scale)}")

@@ -10,6 +10,7 @@ import pandas as pd
 from dara.analysis import figures
 from dara.analysis.cli import parse_inputs
 from dara.analysis.figures import save_figure
+from dara.analysis.runs import density_column, density_label
 from dara.io import write_csv_atomic
 from dara.analysis.summary import seed_band
 from dara.analysis.tables import main_group_size
@@ -23,9 +24,10 @@ def main(argv=None):
         raise SystemExit(f"fig4 needs runs of {task}")
     group_size = main_group_size(metrics)
     metrics = metrics[(metrics["G"] == group_size) & (metrics["step"] >= 1)]
+    density = density_column(metrics, "length")
     panels = [("reward/correctness", "correctness reward (fraction correct)"),
               ("reward/length", "length reward (fraction within budget)"),
-              ("density/length", "length density π")]
+              (density, f"length {density_label(density)}")]
     figure, axes = figures.new_figure(len(panels))
     for ax, (column, ylabel) in zip(axes, panels):
         figures.plot_seed_bands(ax, metrics, column)

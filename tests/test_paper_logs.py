@@ -105,3 +105,17 @@ def test_the_kl_column_is_the_kl_to_the_reference_policy_only():
     assert frame["kl"].isna().all() and frame["verl/actor/ppo_kl"].iloc[0] == 0.5
     frame = metrics_frame({1: {"training/global_step": 1, "actor/kl_loss": 0.01, "actor/ppo_kl": 0.5}}, ["format"])
     assert frame["kl"].iloc[0] == 0.01
+
+
+def test_prefilter_metrics_become_columns_and_figures_prefer_them():
+    from dara.analysis.runs import density_column, density_label
+    from dara.verl_backend.logs import metrics_frame
+
+    steps = {1: {"training/global_step": 1, "dara/density/length": 1.0, "dara/rollout_prefilter/density/length": 0.25,
+                 "dara/rollout_prefilter/n_groups": 8}}
+    frame = metrics_frame(steps, ["correctness", "length"])
+    assert frame.loc[0, "rollout_prefilter/density/length"] == 0.25 and frame.loc[0, "density/length"] == 1.0
+    assert density_column(frame, "length") == "rollout_prefilter/density/length"
+    assert density_label(density_column(frame, "length")).endswith("before dynamic sampling")
+    # runs without dynamic sampling (the tiny trainer, verl without filter_groups) show the batch's density
+    assert density_column(frame.drop(columns="rollout_prefilter/density/length"), "length") == "density/length"

@@ -336,4 +336,94 @@ def test_the_replay_buffer_polls_every_50_ms_instead_of_2_s(monkeypatch):
     built = SimpleNamespace(poll_interval=2.0)
     monkeypatch.setattr(PPOTrainerSync, "_build_replay_buffer", lambda self: built, raising=False)
     trainer = object.__new__(DaraPPOTrainer)  # no Ray, no workers: only the method under test
+    trainer.config = OmegaConf.create({"algorithm": {"adv_estimator": "grpo"}})
     assert trainer._build_replay_buffer() is built and built.poll_interval == 0.05
+
+
+def _replay_buffer(filter_metric="reward"):
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+
+    return ReplayBuffer(trainer_mode="sync", trainer_config=OmegaConf.create({}), max_off_policy_threshold=None,
+                        max_off_policy_strategy="drop", sampler_kwargs=OmegaConf.create({}), refill_fn=lambda n: None,
+                        filter_groups_metric=filter_metric, train_batch_size=2, gen_batch_size=1)
+
+
+# four finished groups of two responses, rewards (format, correctness): only g1 (format) and g3 (correctness) vary,
+# so dynamic sampling on the summed reward keeps those two and drops g0 and g2, where nothing varies
+POOL = {"g0_0": (0.0, 1.0), "g0_1": (0.0, 1.0), "g1_0": (1.0, 0.0), "g1_1": (0.0, 0.0),
+        "g2_0": (0.0, 0.0), "g2_1": (0.0, 0.0), "g3_0": (0.0, 1.0), "g3_1": (0.0, 0.0)}
+
+
+def _fake_transfer_queue(monkeypatch):
+    from verl.trainer.ppo.v1 import replay_buffer
+
+    def kv_batch_get(keys, partition_id, select_fields):
+        if select_fields == ["rm_scores"]:
+            return {"rm_scores": [torch.tensor([sum(POOL[key])]) for key in keys]}
+        assert select_fields == ["extra_fields"]
+        return {"extra_fields": [{"reward_extra_info": dict(zip(("format", "correctness"), POOL[key]))}
+                                 for key in keys]}
+
+    monkeypatch.setattr(replay_buffer.tq, "kv_batch_get", kv_batch_get)
+
+
+def test_the_prefilter_buffer_measures_every_group_the_filter_saw(monkeypatch):
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+
+    from dara.verl_plugin.estimators import DaraSettings
+    from dara.verl_plugin.prefilter import PrefilterReplayBuffer, prefilter_metrics
+
+    _fake_transfer_queue(monkeypatch)
+    settings = DaraSettings(reward_keys=("format", "correctness"))
+    buffer = PrefilterReplayBuffer.attach(_replay_buffer(), "dara_sym", settings)
+
+    def verl_sample(self, global_steps, partition_id, batch_size):
+        # what verl's loop does while gathering a batch: classify finished groups, evict the filtered ones
+        self.partitions[partition_id].update({key: {} for key in POOL})
+        self.finished_keys[partition_id].update({"g0", "g1", "g2", "g3"})
+        filtered, _ = self._dapo_filtered_keys(partition_id)
+        assert filtered == ({"g0", "g2"} if partition_id == "train" else set())  # verl never filters validation
+        self._dapo_filtered_keys(partition_id)  # a later poll classifies nothing new
+        return "batch", {"verl/metric": 1.0}
+
+    monkeypatch.setattr(ReplayBuffer, "sample", verl_sample)
+    batch, metrics = buffer.sample(global_steps=1, partition_id="train", batch_size=2)
+    assert batch == "batch" and metrics["verl/metric"] == 1.0
+    # the pool before the filter: format varies in one group of four (g1), correctness in one (g3)
+    assert metrics["dara/rollout_prefilter/density/format"] == 0.25
+    assert metrics["dara/rollout_prefilter/density/correctness"] == 0.25
+    assert metrics["dara/rollout_prefilter/n_groups"] == 4
+    keys = sorted(POOL)
+    assert metrics == {"verl/metric": 1.0, **prefilter_metrics("dara_sym", settings, [POOL[k] for k in keys],
+                                                                [k.split("_")[0] for k in keys])}
+    # what the advantage step sees after the filter (g1, g3): each channel varies in one group of two, twice the
+    # pool's density: the bias toward 1 the pre-filter view avoids
+    kept = ["g1_0", "g1_1", "g3_0", "g3_1"]
+    after = prefilter_metrics("dara_sym", settings, [POOL[k] for k in kept], [k.split("_")[0] for k in kept])
+    assert after["dara/rollout_prefilter/density/format"] == after["dara/rollout_prefilter/density/correctness"] == 0.5
+    # validation batches are not measured
+    assert "dara/rollout_prefilter/n_groups" not in buffer.sample(1, "val", 2)[1]
+
+
+def test_a_trajectory_without_a_reward_channel_is_refused():
+    from dara.verl_plugin.prefilter import reward_rows
+
+    with pytest.raises(RuntimeError, match="no reward channel \\['correctness'\\]"):
+        reward_rows(["g0_0"], [{"reward_extra_info": {"format": 1.0}}], ("format", "correctness"))
+
+
+def test_the_trainer_attaches_the_prefilter_buffer_only_with_dynamic_sampling(monkeypatch):
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+    from dara.verl_plugin.prefilter import PrefilterReplayBuffer
+
+    trainer = object.__new__(DaraPPOTrainer)
+    trainer.config = OmegaConf.create({"algorithm": {"adv_estimator": "dara_asym",
+                                                     "dara": {"reward_keys": ["format", "correctness"]}}})
+    for metric, expected in (("reward", PrefilterReplayBuffer), (None, None)):
+        monkeypatch.setattr(PPOTrainerSync, "_build_replay_buffer", lambda self: _replay_buffer(metric), raising=False)
+        built = trainer._build_replay_buffer()
+        assert built.poll_interval == 0.05
+        assert isinstance(built, PrefilterReplayBuffer) == (expected is not None)
+    with pytest.raises(TypeError, match="synchronous ReplayBuffer"):
+        PrefilterReplayBuffer.attach(object(), "dara_asym", None)

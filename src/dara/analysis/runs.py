@@ -114,3 +114,21 @@ def _flatten_numbers(record: dict, prefix: str = "") -> dict:
         elif isinstance(value, (int, float)):
             flat[name] = float(value)
     return flat
+
+
+PREFILTER = "rollout_prefilter/"
+
+
+def density_column(metrics: pd.DataFrame, reward: str) -> str:
+    """The density of ``reward`` a figure shows: that of the rollout pool before dynamic sampling's filter where the
+    runs logged it (verl runs with ``filter_groups``: the filter keeps only groups where the summed reward varies,
+    which biases the trained batch's densities toward 1), else the trained batch's (``density/<reward>``)."""
+    prefilter = f"{PREFILTER}density/{reward}"
+    if prefilter in metrics.columns and metrics[prefilter].notna().any():
+        return prefilter
+    return f"density/{reward}"
+
+
+def density_label(column: str) -> str:
+    """Axis-label words for a density column: the pre-filter view says so."""
+    return "density π before dynamic sampling" if column.startswith(PREFILTER) else "density π"

@@ -21,11 +21,13 @@ import torch
 from tensordict import TensorDict
 from verl.protocol import DataProto
 from verl.trainer.ppo.v1 import trainer_base
+from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from dara.verl_plugin import TRAINER_MODE
 from dara.verl_plugin.estimators import METHOD_BY_VERL_NAME, DaraSettings, dara_advantages, named_metrics
+from dara.verl_plugin.prefilter import PrefilterReplayBuffer
 from dara.verl_plugin.rewards import parse_failure_metrics_from_extra_fields
 
 # What verl's own step fetches, plus the rollout's extra fields that carry reward_extra_info.
@@ -94,12 +96,18 @@ class DaraPPOTrainer(PPOTrainerSync):
             raise ValueError(f"{type(self).__name__} runs as trainer_mode {TRAINER_MODE!r}, got {name!r}")
 
     def _build_replay_buffer(self):
-        """verl's buffer with a 50 ms poll: verl's sleeps 2 s (a constructor default no setting reaches) between
+        """verl's buffer with a 50 ms poll, measuring the pool before dynamic sampling's filter (prefilter.py).
+
+        The poll: verl's buffer sleeps 2 s (a constructor default no setting reaches) between
         checks for a finished rollout, so every step waited up to 2 s after its rollout; beside a GPU step of
         minutes that is noise, but on CPU with the tiny tasks it was 4 of a step's 5 seconds."""
         buffer = super()._build_replay_buffer()
         if hasattr(buffer, "poll_interval"):
             buffer.poll_interval = REPLAY_POLL_SECONDS
+        # dynamic sampling: also log the pool before the filter (dara.verl_plugin.prefilter)
+        method = METHOD_BY_VERL_NAME.get(str(self.config.algorithm.adv_estimator))
+        if method is not None and type(buffer) is ReplayBuffer and buffer.filter_groups_metric is not None:
+            buffer = PrefilterReplayBuffer.attach(buffer, method, DaraSettings.from_algorithm_config(self.config.algorithm))
         return buffer
 
     def _compute_advantage(self, batch, metrics: dict):
