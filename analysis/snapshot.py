@@ -92,7 +92,9 @@ def verl_cpu_timing_table(results: Path) -> str:
     tiny_runs = len(list((results / "tiny" / "runs").glob("*/*/G*/seed*/metrics.parquet")))
     # verl jobs are one run each (<job>_seed<S>.tsv); the tiny trainer's are seed groups (<task>_<method>_G<G>.tsv)
     verl_jobs = [pd.read_csv(path, sep="\t") for path in sorted((results / "benchmarks" / "train").glob("*_seed*.tsv"))]
-    peak = max(float(frame["max_rss"].max()) for frame in verl_jobs) if verl_jobs else float("nan")
+    if not verl_jobs:
+        raise SystemExit(f"no verl training benchmarks under {results}/benchmarks/train: run make verl-cpu")
+    peak = max(float(frame["max_rss"].max()) for frame in verl_jobs)
     per_run = [float(frame["s"].iloc[-1]) for frame in verl_jobs]
     return (f"| what | value |\n|---|---|\n| `make verl-cpu` wall time after set-up, 2 cores | "
             f"{int(seconds // 60)} min {int(seconds % 60)} s |\n| started from an empty `results/verl_cpu` | "

@@ -148,6 +148,7 @@ def test_evaluate_run_writes_one_file_per_checkpoint(tmp_path, task_name):
     assert [p.name for p in written] == ["step0.json", "step1.json", "step2.json"]
     records = [json.loads(p.read_text()) for p in written]
     assert [r["step"] for r in records] == [0, 1, 2]
+    assert set(records[0]["code_revision"]) == {"revision", "dirty"}
     # identical checkpoints and a fixed evaluation seed give identical results
     assert records[0]["metrics"] == records[2]["metrics"] and records[0]["rewards"] == records[1]["rewards"]
     metrics = records[0]["metrics"]
@@ -176,7 +177,8 @@ def test_checkpoints_with_the_same_files_are_sampled_once(tmp_path, monkeypatch)
     with torch.no_grad():
         model.lm_head.weight.mul_(2.0)  # tied to the embedding: a different policy
     policy.save_policy(model, tokenizer, second / "checkpoints" / "step2")
-    runs = [RunToEvaluate.from_config(first, tmp_path / "eval/a"), RunToEvaluate.from_config(second, tmp_path / "eval/b")]
+    runs = [RunToEvaluate.from_config(first, tmp_path / "eval/a"),
+            RunToEvaluate.from_config(second, tmp_path / "eval/b")]
     written = evaluate_runs(runs, **SAMPLING, heldout_items=6, samples=2)
     assert len(calls) == 2 and len(written) == 6  # the changed checkpoint is sampled on its own
     records = [json.loads(path.read_text()) for path in written]
@@ -252,7 +254,7 @@ def test_runs_to_evaluate_come_from_the_run_layer_at_every_cpu_scale():
     for scale in ("smoke", "verl_cpu"):
         experiment = load_experiment(scale)
         for run in run_matrix(experiment):
-            spec = RunToEvaluate.from_run(run, experiment)
+            spec = RunToEvaluate.from_run(run)
             assert [str(spec.out_dir / f"step{step}.json") for step in spec.checkpoint_steps] == run.eval_files
             assert spec.task_options == experiment["tasks"][run.task].get("options", {})
             if run.backend == "verl":  # verl's response cap and save steps

@@ -98,3 +98,12 @@ def test_a_top_p_outside_the_unit_interval_is_refused(top_p):
     tokenizer = train_tokenizer(["alpha beta"] * 5, vocab_size=300)
     with pytest.raises(ValueError, match="top_p"):
         rollout(_model(), tokenizer, ["alpha"], max_new_tokens=1, top_p=top_p)
+
+
+def test_prompts_are_left_padded_whatever_side_the_tokenizer_was_saved_with():
+    from dara.tiny.policy import encode_prompts
+
+    tokenizer = train_tokenizer(["alpha beta gamma"] * 5, vocab_size=300)
+    tokenizer.padding_side = "right"
+    ids, mask = encode_prompts(tokenizer, ["alpha", "alpha beta gamma"])
+    assert mask[0, -1] == 1 and mask[0, 0] == 0 and ids[0, 0] == tokenizer.pad_token_id

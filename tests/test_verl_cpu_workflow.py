@@ -42,7 +42,10 @@ def test_every_stage_of_the_scale_is_planned(plan):
     assert {(r.task, r.method, r.group_size, r.seed) for r in verl_runs} == \
            {(r.task, r.method, r.group_size, r.seed) for r in tiny_runs}  # every verl run has its twin
     assert len(rule_blocks(plan, "warm_start:")) == 2
-    assert len(rule_blocks(plan, "prepare_tiny_verl_data:")) == 2
+    data_jobs = rule_blocks(plan, "prepare_tiny_verl_data:")
+    assert len(data_jobs) == 2
+    (pool,) = {run.settings["prompt_pool"] for run in tiny_runs}
+    assert all(f"--train-items {pool} " in job for job in data_jobs)  # verl trains on the twins' prompt pool
     assert not rule_blocks(plan, "prepare_paper_data:")  # no hub download on this scale
     verl_jobs = [b for b in rule_blocks(plan, "train_") if "dara.verl_backend.launch train" in b]
     tiny_jobs = [b for b in rule_blocks(plan, "train_") if "dara.tiny.trainer" in b]

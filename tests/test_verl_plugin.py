@@ -382,7 +382,7 @@ def test_the_prefilter_buffer_measures_every_group_the_filter_saw(monkeypatch):
         self.partitions[partition_id].update({key: {} for key in POOL})
         self.finished_keys[partition_id].update({"g0", "g1", "g2", "g3"})
         filtered, _ = self._dapo_filtered_keys(partition_id)
-        assert filtered == ({"g0", "g2"} if partition_id == "train" else set())  # verl never filters validation
+        assert filtered == {"g0", "g2"}
         self._dapo_filtered_keys(partition_id)  # a later poll classifies nothing new
         return "batch", {"verl/metric": 1.0}
 
@@ -401,8 +401,6 @@ def test_the_prefilter_buffer_measures_every_group_the_filter_saw(monkeypatch):
     kept = ["g1_0", "g1_1", "g3_0", "g3_1"]
     after = prefilter_metrics("dara_sym", settings, [POOL[k] for k in kept], [k.split("_")[0] for k in kept])
     assert after["dara/rollout_prefilter/density/format"] == after["dara/rollout_prefilter/density/correctness"] == 0.5
-    # validation batches are not measured
-    assert "dara/rollout_prefilter/n_groups" not in buffer.sample(1, "val", 2)[1]
 
 
 def test_a_trajectory_without_a_reward_channel_is_refused():

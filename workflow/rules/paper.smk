@@ -21,6 +21,15 @@ if EXPERIMENT["backend"] == "verl":
             "python -m dara.verl_backend.data --dataset {wildcards.dataset} --out {params.out} > {log} 2>&1"
 
     if "warm_start" in EXPERIMENT:
+
+        def tiny_prompt_pool(task):
+            """The prompt pool of the task's tiny-trainer runs (the global setting where the scale has none)."""
+            pools = {run.settings["prompt_pool"] for run in RUNS if run.task == task and run.backend != "verl"}
+            if len(pools) > 1:
+                raise ValueError(f"the tiny-trainer runs of {task} use several prompt pools {sorted(pools)}; "
+                                 "verl's data has one training set per task")
+            return pools.pop() if pools else EXPERIMENT["settings"].get("prompt_pool", 256)
+
         # verl on CPU with the tiny tasks (scale verl_cpu): a task's verl parquet data and its warm-started policy
         # made loadable by verl (a chat template), from the warm start of train.smk.
         rule prepare_tiny_verl_data:
@@ -38,9 +47,11 @@ if EXPERIMENT["backend"] == "verl":
                 experiment=EXPERIMENT_SOURCE,
                 policy=subpath(input[0], parent=True),
                 out=subpath(output.train, parent=True),
+                # verl's training prompts are the tiny twins' prompt pool (the same items, the same count)
+                train_items=lambda wildcards: tiny_prompt_pool(wildcards.task),
             shell:
                 "python -m dara.verl_backend.tiny_data --experiment {params.experiment:q} --task {wildcards.task}"
-                " --policy {params.policy} --out {params.out} > {log} 2>&1"
+                " --policy {params.policy} --out {params.out} --train-items {params.train_items} > {log} 2>&1"
 
     # The shared view: results/paper/runs/<task>/... holds the primary model's metrics (and provenance), the layout
     # the analysis reads at every scale (dara.runs.Run.shared_view_metrics); other models stay under <task>-<model>/.

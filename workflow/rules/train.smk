@@ -77,7 +77,8 @@ for _job in training_jobs(RUNS):
             f"{RESULTS}/logs/train/{_job.name}.log",
         benchmark:
             f"{RESULTS}/benchmarks/train/{_job.name}.tsv"
-        # verl on CPU: a trainer, a rollout server and Ray's workers share the machine; 2 keeps one job at a time
+        # verl on CPU: a trainer, a rollout server and Ray's workers share the machine; `make verl-cpu` runs
+        # with --cores 2, so one such job at a time
         threads: 2 if on_cpu(_job) else 1
         resources:
             **training_resources(_job),

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from dara.io import write_json_atomic
+from dara.provenance import git_revision
 from dara.runs import cpu_checkpoint_steps
 
 
@@ -127,16 +128,15 @@ class RunToEvaluate:
     max_new_tokens: int
 
     @classmethod
-    def from_run(cls, run, experiment: Mapping[str, Any]) -> "RunToEvaluate":
+    def from_run(cls, run) -> "RunToEvaluate":
         """A `dara.runs.Run` of any backend whose checkpoints are Hugging Face folders of a tiny policy: the CPU
         trainers' (tiny, TRL) and verl's on CPU (its response cap is verl's ``data.max_response_length``)."""
         if run.backend == "verl":
-            options = experiment["tasks"][run.task].get("options", {})
             max_new_tokens = run.settings["verl"]["data.max_response_length"]
         else:
-            options, max_new_tokens = run.settings["task_options"], run.settings["max_new_tokens"]
-        return cls(Path(run.run_dir), Path(run.eval_dir), run.task, dict(options), run.method, run.group_size,
-                   run.seed, tuple(run.checkpoint_steps), int(max_new_tokens))
+            max_new_tokens = run.settings["max_new_tokens"]
+        return cls(Path(run.run_dir), Path(run.eval_dir), run.task, dict(run.settings["task_options"]), run.method,
+                   run.group_size, run.seed, tuple(run.checkpoint_steps), int(max_new_tokens))
 
     @classmethod
     def from_config(cls, run_dir: Path, out_dir: Path) -> "RunToEvaluate":
@@ -223,6 +223,7 @@ def _generate_run(run: RunToEvaluate, case_prefix: str, heldout_items: int, samp
     repeated = [item for item in items for _ in range(samples)]
     tool_task = run.task in ("toolcall", "toolcall3")
     written, pending, bfcl_cases = [], {}, []
+    revision = git_revision()  # the sampler and scorers are code: a result says which code made it
     for step in run.checkpoint_steps:
         target = run.out_dir / f"step{step}.json"
         written.append(target)
@@ -242,7 +243,7 @@ def _generate_run(run: RunToEvaluate, case_prefix: str, heldout_items: int, samp
         pending[step] = (target, {
             "task": run.task, "method": run.method, "group_size": run.group_size,
             "seed": run.seed, "step": step, "checkpoint": str(checkpoint),
-            "heldout_items": len(items), "samples_per_item": samples,
+            "heldout_items": len(items), "samples_per_item": samples, "code_revision": revision,
             "sampling": {"temperature": temperature, "top_p": top_p, "seed": seed,
                          "max_new_tokens": run.max_new_tokens},
             "rewards": {name: float(rewards[:, k].mean()) for k, name in enumerate(task.reward_names)},
@@ -265,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     experiment = load_experiment(args.experiment)
     runs = [find_run_by_dir(experiment, run_dir) for run_dir in args.run_dir]
-    evaluate_runs([RunToEvaluate.from_run(run, experiment) for run in runs], bfcl_python=args.bfcl_python,
+    evaluate_runs([RunToEvaluate.from_run(run) for run in runs], bfcl_python=args.bfcl_python,
                   **experiment["evaluation"])
 
 

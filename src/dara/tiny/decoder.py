@@ -2,7 +2,7 @@
 
 Why it exists: at ~0.1 M parameters, one call of ``Qwen2ForCausalLM.forward`` during decoding costs about twice its
 arithmetic in Python bookkeeping (output dataclasses, mask construction, cache objects, decorators): 4.2 ms per
-token for 64 rows against 2.1 ms here (benchmarks/bench_trainer.py measures the whole step). Sampling is half of a
+token for 64 rows against 2.7 ms here, one thread (benchmarks/bench_trainer.py measures the whole step). Sampling is half of a
 training step, so this is where the tiny study's wall time goes.
 
 What is written by hand is only the attention wiring (project, rotate, append to the cache, attend, project back);
@@ -23,8 +23,9 @@ from transformers.models.qwen2.modeling_qwen2 import apply_rotary_pos_emb
 class LeanDecoder:
     """Prefill a left-padded batch, then decode one token per row per call, with a preallocated KV cache.
 
-    ``attention_mask`` (rows, width + max_new_tokens) marks the real tokens; ``position_ids`` are the caller's
-    (for left padding: cumulative mask - 1, as ``token_logprobs`` builds them). Returns last-position logits.
+    Each `forward` call takes the new tokens, their ``position_ids`` (for left padding: cumulative mask - 1, as
+    ``token_logprobs`` builds them) and the attention mask of the whole cache after the call (1 on real tokens);
+    it returns the logits of the last new position. ``capacity`` bounds the cached length.
     """
 
     def __init__(self, model, rows: int, capacity: int):

@@ -70,8 +70,9 @@ def save_policy(model, tokenizer, path: str | os.PathLike) -> None:
 
 
 def encode_prompts(tokenizer, prompts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Left-padded prompt ids and attention mask."""
-    batch = tokenizer(list(prompts), return_tensors="pt", padding=True, add_special_tokens=False)
+    """Left-padded prompt ids and attention mask (whatever padding side the tokenizer was saved with: the sampler
+    reads each row's last position)."""
+    batch = tokenizer(list(prompts), return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
     return batch["input_ids"], batch["attention_mask"]
 
 

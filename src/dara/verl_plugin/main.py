@@ -2,8 +2,8 @@
 
 It runs `verl.trainer.main_ppo.main` unchanged (same Hydra config, same overrides) after `assert_registered`, so a
 run never starts when ``import verl`` failed to register our estimators and trainer (verl hides plugin errors).
-Afterwards it shuts down the local Ray cluster and waits for its processes: verl leaves that to Ray's exit hook,
-which does not wait, so a job that follows (or a check for leftover processes) could still meet the old workers.
+Afterwards it shuts down the local Ray cluster it started and waits for the cluster's own processes (verl leaves
+that to Ray's exit hook, which does not wait); Ray's workers notice and exit a moment later.
 """
 
 from dara.verl_plugin import assert_registered

@@ -7,7 +7,9 @@ release logs the pool before the filter (``rollout_prefilter/...``), and so does
 the reward channels of every group the filter classifies while one training batch is gathered, runs
 `dara.advantages.compute_advantages` on that pool and reports its density, weight, active groups, energies and
 group count as ``dara/rollout_prefilter/<quantity>[/<reward>]`` (columns ``rollout_prefilter/...`` of
-metrics.parquet). Advantages and training are untouched.
+metrics.parquet). Advantages and training are untouched. The pool is the finished groups: a group whose rollout
+failed is never classified by the filter, so it is not in the pool (with ``sync_refill_failed_groups`` off verl can
+still train on its surviving responses).
 """
 
 from __future__ import annotations
@@ -66,10 +68,10 @@ class PrefilterReplayBuffer(verl_replay_buffer.ReplayBuffer):
         return buffer
 
     def _dapo_filtered_keys(self, partition_id: str):
+        # verl classifies each finished group once (validation never): record the groups classified now
         classified = set(self._dapo_classification_cache[partition_id])
         filtered = super()._dapo_filtered_keys(partition_id)
-        if partition_id != "val":  # each finished group is classified once: record the ones classified now
-            self._record(partition_id, set(self._dapo_classification_cache[partition_id]) - classified)
+        self._record(partition_id, set(self._dapo_classification_cache[partition_id]) - classified)
         return filtered
 
     def _record(self, partition_id: str, uids: set[str]) -> None:
@@ -84,6 +86,6 @@ class PrefilterReplayBuffer(verl_replay_buffer.ReplayBuffer):
     def sample(self, global_steps: int, partition_id: str, batch_size: int):
         self._pool_rewards, self._pool_uids = [], []
         batch, metrics = super().sample(global_steps, partition_id, batch_size)
-        if partition_id != "val" and self._pool_uids:
+        if self._pool_uids:
             metrics.update(prefilter_metrics(self.method, self.settings, self._pool_rewards, self._pool_uids))
         return batch, metrics
