@@ -98,9 +98,9 @@ class DaraPPOTrainer(PPOTrainerSync):
     def _build_replay_buffer(self):
         """verl's buffer with a 50 ms poll, measuring the pool before dynamic sampling's filter (prefilter.py).
 
-        The poll: verl's buffer sleeps 2 s (a constructor default no setting reaches) between
-        checks for a finished rollout, so every step waited up to 2 s after its rollout; beside a GPU step of
-        minutes that is noise, but on CPU with the tiny tasks it was 4 of a step's 5 seconds."""
+        The poll: verl's buffer sleeps 2 s (a constructor default no setting reaches) between checks for a finished
+        rollout, so a step's generation phase lasted a whole number of polls (4.0 s on CPU with the tiny tasks, for
+        about 3.5 s of generation); beside a GPU step of minutes that is noise."""
         buffer = super()._build_replay_buffer()
         if hasattr(buffer, "poll_interval"):
             buffer.poll_interval = REPLAY_POLL_SECONDS
