@@ -26,6 +26,7 @@ for _job in training_jobs(RUNS):
             f"{RESULTS}/logs/evaluate/{_job.name}.log",
         benchmark:
             f"{RESULTS}/benchmarks/evaluate/{_job.name}.tsv"
+        priority: len(_job.runs)  # longest first, as training
         threads: 1
         params:
             experiment=EXPERIMENT_SOURCE,

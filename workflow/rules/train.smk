@@ -17,6 +17,7 @@ if "warm_start" in EXPERIMENT:
             f"{RESULTS}/benchmarks/warm_start/{{task}}.tsv"
         wildcard_constraints:
             task="|".join(EXPERIMENT["tasks"]),
+        priority: 100  # every training job waits for one
         threads: 1
         params:
             settings=lambda wildcards: warm_start_settings(EXPERIMENT, wildcards.task),
@@ -77,6 +78,8 @@ for _job in training_jobs(RUNS):
             f"{RESULTS}/logs/train/{_job.name}.log",
         benchmark:
             f"{RESULTS}/benchmarks/train/{_job.name}.tsv"
+        # Longest first (seed groups of 10 before those of 3), so that no long job starts last on a few cores.
+        priority: len(_job.runs)
         # verl on CPU: a trainer, a rollout server and Ray's workers share the machine; `make verl-cpu` runs
         # with --cores 2, so one such job at a time
         threads: 2 if on_cpu(_job) else 1
