@@ -74,7 +74,7 @@ def test_unknown_or_conflicting_cpu_settings_raise_before_anything_starts(experi
     with pytest.raises(LaunchError, match="rollout.name"):
         verl_overrides(run, tmp_path)
     broken = copy.deepcopy(experiment)
-    broken["settings"]["paper"]["models"]["tiny-toolcall"]["resources"]["gpus_per_node"] = 4
+    broken["settings"]["paper"]["models"]["tiny_tool"]["resources"]["gpus_per_node"] = 4
     run = [r for r in paper_runs(load_paper_experiment(_write(tmp_path, broken))) if r.task == "toolcall"][0]
     with pytest.raises(LaunchError, match="world size 1"):
         verl_overrides(run, tmp_path)
