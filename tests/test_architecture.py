@@ -31,7 +31,8 @@ ALLOWED = {
     "dara.verl_plugin": {"dara", "dara.advantages", "dara.methods", "dara.rewards", "dara.tasks"},
     "dara.verl_backend": {"dara.experiments", "dara.io", "dara.methods", "dara.provenance", "dara.runs",
                           "dara.tasks", "dara.verl_plugin"},
-    "dara.evaluation": {"dara.experiments", "dara.io", "dara.rewards", "dara.runs", "dara.tasks", "dara.tiny"},
+    "dara.evaluation": {"dara.experiments", "dara.io", "dara.provenance", "dara.rewards", "dara.runs", "dara.tasks",
+                        "dara.tiny"},
     "dara.analysis": {"dara.advantages", "dara.io", "dara.methods", "dara.runs"},
 }
 
