@@ -80,6 +80,11 @@ def timing_table(results: Path) -> str:
             f"{'yes' if from_empty else 'no (a partial rerun)'} |\n| training runs | {runs} |\n")
 
 
+def copy(source: Path, target: Path) -> None:
+    """Copy a file into place atomically (a killed snapshot never leaves a half-written file)."""
+    replace_atomically(target, lambda temporary: shutil.copyfile(source, temporary))
+
+
 def verl_cpu_timing_table(results: Path) -> str:
     """What `make verl-cpu` recorded: wall time (results/verl_cpu/run_seconds.txt), runs per backend, and the peak
     memory of a verl training job (Snakemake's benchmark max_rss, the job's process tree: trainer, Ray workers)."""
@@ -110,14 +115,12 @@ def verl_cpu_timing_table(results: Path) -> str:
 
 def take_verl_cpu_snapshot(results: Path, out: Path) -> None:
     """The verl_cpu scale's side-by-side table, figure and cost, when `make verl-cpu` has run."""
-    copy = lambda source, target: replace_atomically(target, lambda temporary: shutil.copyfile(source, temporary))
     copy(results / "tables" / "backends.md", out / "verl_cpu_backends.md")
     copy(results / "figures" / "backends.png", out / "verl_cpu_backends.png")
     write_text_atomic(out / "verl_cpu_timing.md", verl_cpu_timing_table(results))
 
 
 def take_snapshot(results: Path, out: Path) -> None:
-    copy = lambda source, target: replace_atomically(target, lambda temporary: shutil.copyfile(source, temporary))
     copy(results / "REPORT.md", out / "REPORT.md")
     copy(results / "tables" / "first_crossing.md", out / "first_crossing.md")
     write_text_atomic(out / "headline.md", headline_table(results / "tables"))
