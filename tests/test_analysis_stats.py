@@ -184,6 +184,15 @@ def test_evaluation_json_must_agree_with_its_path(tmp_path):
     row = load_evaluations([path]).iloc[0]
     assert (row["seed"], row["step"], row["metrics/bfcl_format"]) == (0, 10, 0.5)
     assert "note" not in row.index
+    # a model's folder <task>-<model> holds evaluations of <task> (the CPU evaluation of verl_cpu's runs)
+    with_model = tmp_path / "eval/math_length-tiny_math/gdpo/G4/seed0/step20.json"
+    with_model.parent.mkdir(parents=True)
+    with_model.write_text(json.dumps({"task": "math_length", "seed": 0, "metrics": {"accuracy": 0.25}}))
+    assert load_evaluations([with_model]).iloc[0]["task"] == "math_length-tiny_math"
+    for wrong in ("toolcall", "math"):
+        with_model.write_text(json.dumps({"task": wrong, "metrics": {"accuracy": 0.25}}))
+        with pytest.raises(ValueError, match=f"task='{wrong}' in the file but 'math_length-tiny_math' in its path"):
+            load_evaluations([with_model])
 
 
 def test_inputs_select_a_task_and_refuse_to_pool_models():
