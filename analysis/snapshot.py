@@ -93,8 +93,11 @@ def verl_cpu_timing_table(results: Path) -> str:
     recorded = (results / "run_seconds.txt").read_text()
     seconds = float(recorded.split()[0])
     from_empty = recorded.strip().endswith("yes")
+    # verl's runs sit under runs/<task>-<model>/ (runs/<task>/ holds their views for the analysis), the tiny
+    # trainer's under tiny/runs/
     verl_runs = len(list((results / "runs").glob("*-*/*/G*/seed*/metrics.parquet")))
     tiny_runs = len(list((results / "tiny" / "runs").glob("*/*/G*/seed*/metrics.parquet")))
+    revisions = sorted({path.read_text().split()[1] for path in results.glob("**/runs/*/*/G*/seed*/git_revision.txt")})
     # verl jobs are one run each (<job>_seed<S>.tsv); the tiny trainer's are seed groups (<task>_<method>_G<G>.tsv)
     verl_jobs = [pd.read_csv(path, sep="\t") for path in sorted((results / "benchmarks" / "train").glob("*_seed*.tsv"))]
     if not verl_jobs:
@@ -110,7 +113,7 @@ def verl_cpu_timing_table(results: Path) -> str:
             f"{int(job_seconds // 60)} min {int(job_seconds % 60)} s |\n| verl runs / tiny-trainer runs | "
             f"{verl_runs} / {tiny_runs} |\n| one verl run (Ray start-up included), min-max | "
             f"{min(per_run):.0f}-{max(per_run):.0f} s |\n| peak memory of a verl training job (max RSS) | "
-            f"{peak / 1024:.1f} GB |\n")
+            f"{peak / 1024:.1f} GB |\n| code revision of the runs | {', '.join(r[:10] for r in revisions)} |\n")
 
 
 def take_verl_cpu_snapshot(results: Path, out: Path) -> None:

@@ -1,0 +1,58 @@
+"""The verl_cpu cost table that `make snapshot` writes after `make verl-cpu` counts what the run left."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _snapshot_module():
+    spec = importlib.util.spec_from_file_location("snapshot", ROOT / "analysis" / "snapshot.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run(folder: Path, revision: str) -> None:
+    folder.mkdir(parents=True)
+    (folder / "metrics.parquet").write_bytes(b"")
+    (folder / "git_revision.txt").write_text(f"revision: {revision}\ndirty: false\n")
+
+
+def _benchmark(path: Path, seconds: float, max_rss: float) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("s\th:m:s\tmax_rss\n" f"{seconds}\t0:00:00\t{max_rss}\n")
+
+
+def test_the_verl_cpu_table_counts_runs_per_backend_job_time_memory_and_revision(tmp_path):
+    results = tmp_path / "verl_cpu"
+    for method in ("grpo", "dara_asym"):
+        _run(results / "runs" / "toolcall-tiny_tool" / method / "G4" / "seed0", "a" * 40)
+        _run(results / "runs" / "toolcall" / method / "G4" / "seed0", "a" * 40)  # the analysis's view of it
+        _run(results / "tiny" / "runs" / "toolcall" / method / "G4" / "seed0", "a" * 40)
+    _run(results / "tiny" / "runs" / "math_length" / "grpo" / "G4" / "seed0", "a" * 40)
+    _benchmark(results / "benchmarks" / "train" / "toolcall_grpo_G4_seed0.tsv", 200.0, 6144.0)
+    _benchmark(results / "benchmarks" / "train" / "toolcall_dara_asym_G4_seed0.tsv", 240.0, 5120.0)
+    _benchmark(results / "benchmarks" / "train" / "toolcall_grpo_G4.tsv", 30.0, 900.0)  # a tiny-trainer seed group
+    _benchmark(results / "benchmarks" / "warm_start" / "toolcall.tsv", 90.0, 800.0)
+    (results / "run_seconds.txt").write_text("1830 seconds; started from an empty results/verl_cpu: yes\n")
+
+    table = _snapshot_module().verl_cpu_timing_table(results)
+
+    assert "| 30 min 30 s |" in table
+    assert "| started from an empty `results/verl_cpu` | yes |" in table
+    assert "| every job's time, summed | 9 min 20 s |" in table  # 200 + 240 + 30 + 90 s
+    assert "| verl runs / tiny-trainer runs | 2 / 3 |" in table
+    assert "| 200-240 s |" in table  # verl jobs only (<job>_seed<S>.tsv)
+    assert "| 6.0 GB |" in table
+    assert f"| code revision of the runs | {'a' * 10} |" in table
+
+
+def test_a_verl_cpu_run_without_training_benchmarks_is_refused(tmp_path):
+    results = tmp_path / "verl_cpu"
+    _run(results / "runs" / "toolcall-tiny_tool" / "grpo" / "G4" / "seed0", "b" * 40)
+    (results / "run_seconds.txt").write_text("60 seconds; started from an empty results/verl_cpu: no\n")
+    with pytest.raises(SystemExit, match="no verl training benchmarks"):
+        _snapshot_module().verl_cpu_timing_table(results)
