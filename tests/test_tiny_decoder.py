@@ -12,6 +12,10 @@ torch.set_num_threads(1)
 def _model(seed=0, kv_heads=2):
     torch.manual_seed(seed)
     model = build_model(300, hidden_size=32, layers=2, heads=4, kv_heads=kv_heads, intermediate_size=48)
+    with torch.no_grad():  # Hugging Face initialises biases to 0; non-zero ones check where the stacked biases go
+        for name, parameter in model.named_parameters():
+            if name.endswith("bias"):
+                parameter.normal_(0.0, 0.5)
     return model.eval()
 
 
@@ -50,6 +54,16 @@ def test_a_mask_of_the_wrong_width_is_refused():
         decoder.forward(ids, torch.arange(3).expand(2, 3), torch.ones(2, 4, dtype=torch.long))
 
 
+def test_a_call_past_the_cache_capacity_is_refused():
+    model = _model()
+    decoder = LeanDecoder(model, 2, 4)
+    ids = torch.ones(2, 3, dtype=torch.long)
+    decoder.forward(ids, torch.arange(3).expand(2, 3), torch.ones(2, 3, dtype=torch.long))
+    decoder.forward(ids[:, :1], torch.full((2, 1), 3), torch.ones(2, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match="cache holds 4 positions"):
+        decoder.forward(ids[:, :1], torch.full((2, 1), 4), torch.ones(2, 5, dtype=torch.long))
+
+
 def test_configurations_it_does_not_implement_are_refused():
     model = _model()
     model.config.use_sliding_window = True
@@ -63,6 +77,8 @@ def test_configurations_it_does_not_implement_are_refused():
     model.config.model_type = "llama"
     with pytest.raises(ValueError, match="Qwen2 only"):
         LeanDecoder(model, 1, 4)
+    with pytest.raises(ValueError, match="float32 only"):
+        LeanDecoder(_model().double(), 1, 4)
 
 
 def test_the_nucleus_keeps_the_smallest_top_set_reaching_top_p():

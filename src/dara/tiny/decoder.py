@@ -1,13 +1,15 @@
 """A lean KV-cache forward for the tiny Qwen2 policy, used by the sampler (`dara.tiny.policy.rollout`).
 
-Why it exists: at ~0.1 M parameters, one call of ``Qwen2ForCausalLM.forward`` during decoding costs about twice its
-arithmetic in Python bookkeeping (output dataclasses, mask construction, cache objects, decorators): 4.2 ms per
-token for 64 rows against 2.7 ms here, one thread (benchmarks/bench_trainer.py measures the whole step). Sampling is half of a
-training step, so this is where the tiny study's wall time goes.
+Why it exists: at ~0.1 M parameters, one call of ``Qwen2ForCausalLM.forward`` during decoding costs more in Python
+bookkeeping (output dataclasses, mask construction, cache objects, decorators) than in arithmetic, and sampling is
+about half of a training step (``make bench-trainer`` measures the step and its phases), so this is where the tiny
+study's wall time goes.
 
-What is written by hand is only the attention wiring (project, rotate, append to the cache, attend, project back);
-the layers' own modules do the rest (embedding, RMSNorm, rotary frequencies, ``apply_rotary_pos_emb``, MLP, LM
-head), so the weights and most of the arithmetic are Hugging Face's. ``tests/test_tiny_decoder.py`` checks the
+What is written by hand is the layer wiring (normalise, project, rotate, append to the cache, attend, project back,
+gated MLP), with fewer and larger calls than the modules make: q/k/v and gate/up as one matrix each, the rotary
+table computed once, torch's fused RMSNorm, and attention as two batched matrix products instead of
+``scaled_dot_product_attention`` (whose fixed cost dominates for one query over a ~100-token cache). The weights,
+the rotary frequencies, ``apply_rotary_pos_emb``, the embedding and the LM head are Hugging Face's. ``tests/test_tiny_decoder.py`` checks the
 logits against ``model(...)`` on left-padded batches, and the trainer's tests check that the sampler's
 log-probabilities equal a fresh Hugging Face forward. `LeanDecoder` refuses configurations it does not implement
 (sliding windows, non-default RoPE, another architecture) instead of computing something else.
@@ -25,7 +27,8 @@ class LeanDecoder:
 
     Each `forward` call takes the new tokens, their ``position_ids`` (for left padding: cumulative mask - 1, as
     ``token_logprobs`` builds them) and the attention mask of the whole cache after the call (1 on real tokens);
-    it returns the logits of the last new position. ``capacity`` bounds the cached length.
+    it returns the logits of the last new position. ``capacity`` bounds the cached length. The decoder copies the
+    weights it stacks when it is built: build one per rollout, never across an optimiser step.
     """
 
     def __init__(self, model, rows: int, capacity: int):
@@ -38,15 +41,27 @@ class LeanDecoder:
                              f"got rope {rope}, use_sliding_window={config.use_sliding_window}")
         if config.hidden_act != "silu" or model.model.rotary_emb.attention_scaling != 1.0:
             raise ValueError("LeanDecoder expects a SiLU MLP and unscaled rotary embeddings")
+        if model.model.embed_tokens.weight.dtype != torch.float32:
+            raise ValueError("LeanDecoder computes in float32 only (the tiny policies' dtype)")
         self.model = model
         self.heads = config.num_attention_heads
         self.kv_heads = config.num_key_value_heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
-        self.rows, self.length = rows, 0
+        self.rows, self.length, self.capacity = rows, 0, capacity
         shape = (rows, self.kv_heads, capacity, self.head_dim)
-        dtype = model.model.embed_tokens.weight.dtype
-        self.keys = [torch.zeros(shape, dtype=dtype) for _ in model.model.layers]
-        self.values = [torch.zeros(shape, dtype=dtype) for _ in model.model.layers]
+        embeddings = model.model.embed_tokens.weight
+        self.keys = [torch.zeros(shape, dtype=embeddings.dtype) for _ in model.model.layers]
+        self.values = [torch.zeros(shape, dtype=embeddings.dtype) for _ in model.model.layers]
+        # Per-call overhead, not arithmetic, is the cost at this size, so fewer and larger calls: the rotary
+        # cos/sin of every position once (the rotary module's own computation, elementwise in the position, so a
+        # table row equals a per-call result), and each layer's q/k/v and gate/up projections as one matrix each.
+        with torch.no_grad():
+            positions = torch.arange(capacity)[None]
+            cos, sin = model.model.rotary_emb(embeddings[:1, None], positions)
+            self.cos_table, self.sin_table = cos[0], sin[0]
+            self.qkv = [_stacked(layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj)
+                        for layer in model.model.layers]
+            self.gate_up = [_stacked(layer.mlp.gate_proj, layer.mlp.up_proj) for layer in model.model.layers]
 
     def forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor,
                 attention_mask: torch.Tensor) -> torch.Tensor:
@@ -59,8 +74,10 @@ class LeanDecoder:
         start, end = self.length, self.length + new
         if attention_mask.shape != (self.rows, end):
             raise ValueError(f"attention_mask must be ({self.rows}, {end}), got {tuple(attention_mask.shape)}")
+        if end > self.capacity:
+            raise ValueError(f"the cache holds {self.capacity} positions; this call would fill {end}")
         hidden = core.embed_tokens(input_ids)
-        cos, sin = core.rotary_emb(hidden, position_ids)
+        cos, sin = self.cos_table[position_ids], self.sin_table[position_ids]
         # Who may attend to whom: real keys only, and no key after the query (causal within the new tokens).
         allowed = attention_mask.bool()[:, None, None, :]
         if new > 1:
@@ -68,19 +85,46 @@ class LeanDecoder:
             # A query at a padding position sees no key; let it see itself so that softmax stays finite (its
             # output is never read: left padding puts every real token after the padding).
             allowed = allowed | (torch.arange(new)[:, None] + start == torch.arange(end)[None, :])
+        rows, heads, kv_heads, head_dim = self.rows, self.heads, self.kv_heads, self.head_dim
+        group = heads // kv_heads  # query heads per key/value head (head h reads kv head h // group, as repeat_kv)
+        # Attention as two batched matrix products, one batch entry per (row, kv head) holding its group's queries:
+        # a third cheaper per decoded token than scaled_dot_product_attention at this size, and no copy of the
+        # cache for grouped heads. Forbidden keys get -inf added to their scores.
+        bias = torch.zeros(rows, 1, 1, new, end).masked_fill_(~allowed.expand(rows, 1, new, end)[:, :, None], float("-inf"))
+        bias = bias.expand(rows, kv_heads, group, new, end).reshape(rows * kv_heads, group * new, end)
+        q_width, kv_width = heads * head_dim, kv_heads * head_dim
         for index, layer in enumerate(core.layers):
             attention = layer.self_attn
-            x = layer.input_layernorm(hidden)
-            q = attention.q_proj(x).view(self.rows, new, self.heads, self.head_dim).transpose(1, 2)
-            k = attention.k_proj(x).view(self.rows, new, self.kv_heads, self.head_dim).transpose(1, 2)
-            v = attention.v_proj(x).view(self.rows, new, self.kv_heads, self.head_dim).transpose(1, 2)
+            x = _rms_norm(layer.input_layernorm, hidden)
+            q, k, v = F.linear(x, *self.qkv[index]).split((q_width, kv_width, kv_width), dim=-1)
+            q = q.view(rows, new, heads, head_dim).transpose(1, 2)
+            k = k.view(rows, new, kv_heads, head_dim).transpose(1, 2)
+            v = v.view(rows, new, kv_heads, head_dim).transpose(1, 2)
             q, k = apply_rotary_pos_emb(q, k, cos, sin)
             self.keys[index][:, :, start:end] = k
             self.values[index][:, :, start:end] = v
-            out = F.scaled_dot_product_attention(q, self.keys[index][:, :, :end], self.values[index][:, :, :end],
-                                                 attn_mask=allowed, scale=attention.scaling,
-                                                 enable_gqa=self.heads != self.kv_heads)
-            hidden = hidden + attention.o_proj(out.transpose(1, 2).reshape(self.rows, new, -1))
-            hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
+            keys = self.keys[index][:, :, :end].reshape(rows * kv_heads, end, head_dim)
+            values = self.values[index][:, :, :end].reshape(rows * kv_heads, end, head_dim)
+            scores = torch.baddbmm(bias, q.reshape(rows * kv_heads, group * new, head_dim), keys.transpose(1, 2),
+                                   alpha=attention.scaling)
+            out = torch.bmm(torch.softmax(scores, dim=-1), values).view(rows, heads, new, head_dim)
+            hidden = hidden + attention.o_proj(out.transpose(1, 2).reshape(rows, new, -1))
+            gate, up = F.linear(_rms_norm(layer.post_attention_layernorm, hidden), *self.gate_up[index]).chunk(2, dim=-1)
+            hidden = hidden + layer.mlp.down_proj(F.silu(gate) * up)
         self.length = end
-        return self.model.lm_head(core.norm(hidden[:, -1]))
+        return self.model.lm_head(_rms_norm(core.norm, hidden[:, -1]))
+
+
+def _stacked(*projections) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Weight and bias of one linear map that computes ``projections`` side by side."""
+    weight = torch.cat([projection.weight for projection in projections])
+    biases = [projection.bias for projection in projections]
+    if all(bias is None for bias in biases):
+        return weight, None
+    return weight, torch.cat([bias if bias is not None else weight.new_zeros(p.out_features)
+                              for bias, p in zip(biases, projections)])
+
+
+def _rms_norm(norm, hidden: torch.Tensor) -> torch.Tensor:
+    """A Qwen2RMSNorm's arithmetic through torch's fused op (same float32 formula, fewer calls)."""
+    return F.rms_norm(hidden, norm.weight.shape, norm.weight, norm.variance_epsilon)
