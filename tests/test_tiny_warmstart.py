@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 import torch
 
 from dara.experiments import default_warm_start
@@ -75,3 +76,29 @@ def test_the_sft_loss_scores_answers_only_and_equals_the_full_computation():
     full, _ = token_logprobs(model, ids, attention)
     expected = -(full * loss_mask).sum() / loss_mask.sum()
     assert torch.allclose(sft_loss(model, ids, attention, loss_mask), expected, atol=1e-6)
+
+
+def test_a_supervised_batch_from_pretokenized_prompts_equals_tokenizing_each_text():
+    import numpy as np
+
+    from dara.tasks import get_task
+    from dara.tiny.policy import EOS, train_tokenizer
+    from dara.tiny.warmstart import supervised_batch
+
+    task = get_task("math_length")
+    tokenizer = train_tokenizer(task.corpus(100), vocab_size=300)
+    items = task.items("train", 5)
+    prompt_ids = {item["prompt"]: tokenizer(item["prompt"], add_special_tokens=False)["input_ids"] for item in items}
+    cached = supervised_batch(tokenizer, task, items, np.random.default_rng(3), prompt_ids)
+    tokenized = supervised_batch(tokenizer, task, items, np.random.default_rng(3))
+    for a, b in zip(cached, tokenized):
+        assert torch.equal(a, b)
+    # Row by row: the prompt, then the demonstration drawn with the same generator, right-aligned.
+    rng = np.random.default_rng(3)
+    ids, attention, _ = cached
+    for row, item in enumerate(items):
+        expected = prompt_ids[item["prompt"]] + tokenizer(task.demonstration(item, rng) + EOS,
+                                                          add_special_tokens=False)["input_ids"]
+        assert ids[row, attention[row].bool()].tolist() == expected
+    with pytest.raises(KeyError):
+        supervised_batch(tokenizer, task, task.items("train", 7)[5:], np.random.default_rng(3), prompt_ids)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +29,16 @@ from dara.tasks import Task, get_task
 from dara.tiny.policy import EOS, build_model, decode_responses, rollout, save_policy, token_logprobs, train_tokenizer
 
 
-def supervised_batch(tokenizer, task: Task, items: list[dict[str, Any]], rng: np.random.Generator):
-    """Left-padded prompt+demonstration ids, attention mask and a loss mask on demonstration tokens."""
-    prompts = [tokenizer(item["prompt"], add_special_tokens=False)["input_ids"] for item in items]
-    answers = [tokenizer(task.demonstration(item, rng) + EOS, add_special_tokens=False)["input_ids"] for item in items]
+def supervised_batch(tokenizer, task: Task, items: list[dict[str, Any]], rng: np.random.Generator,
+                     prompt_ids: Mapping[str, list[int]] | None = None):
+    """Left-padded prompt+demonstration ids, attention mask and a loss mask on demonstration tokens.
+
+    ``prompt_ids`` maps prompts to their token ids: the warm start tokenizes its corpus's prompts once instead of
+    every batch (demonstrations are redrawn, so they are tokenized per batch, in one call)."""
+    texts = [item["prompt"] for item in items]
+    prompts = ([prompt_ids[text] for text in texts] if prompt_ids is not None
+               else tokenizer(texts, add_special_tokens=False)["input_ids"])
+    answers = tokenizer([task.demonstration(item, rng) + EOS for item in items], add_special_tokens=False)["input_ids"]
     width = max(len(p) + len(a) for p, a in zip(prompts, answers))
     ids = torch.full((len(items), width), tokenizer.pad_token_id, dtype=torch.long)
     attention = torch.zeros_like(ids)
@@ -92,10 +99,12 @@ def warm_start(task_name: str, task_options: dict[str, Any], out: str | Path, *,
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=sft_learning_rate, total_steps=sft_steps,
                                                    pct_start=0.1)
     policy.train()
+    prompts = [item["prompt"] for item in items]
+    prompt_ids = dict(zip(prompts, tokenizer(prompts, add_special_tokens=False)["input_ids"]))
     losses = []
     for _ in range(sft_steps):
         chosen = rng.choice(len(items), size=sft_batch_size, replace=False)
-        ids, attention, loss_mask = supervised_batch(tokenizer, task, [items[i] for i in chosen], rng)
+        ids, attention, loss_mask = supervised_batch(tokenizer, task, [items[i] for i in chosen], rng, prompt_ids)
         loss = sft_loss(policy, ids, attention, loss_mask)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
