@@ -20,11 +20,15 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pandas as pd
-import torch
 
-from dara.advantages import compute_advantages
+if TYPE_CHECKING:
+    import torch
+
+# torch and the estimators are imported where the toy runs: REPORT.md's job reads ToyConfig's defaults only, and
+# importing torch would add seconds to the last job of the pipeline.
 
 TOY_METHODS = ("grpo", "gdpo", "dvao", "gd2po_hard", "dara_sym", "dara_asym")
 
@@ -77,6 +81,8 @@ def bernoulli_score(rewards: torch.Tensor, logits: torch.Tensor, ceiling: torch.
 
     Shapes: rewards (N, K); logits and ceiling (K,). Returns (N, K).
     """
+    import torch
+
     sigma = torch.sigmoid(logits)
     success = ceiling * sigma
     return rewards * (1 - sigma) - (1 - rewards) * success * (1 - sigma) / (1 - success)
@@ -87,6 +93,10 @@ def run_toy(config: ToyConfig) -> pd.DataFrame:
 
     Stops at the first step whose target success probability reaches the threshold, or at ``max_steps``.
     """
+    import torch
+
+    from dara.advantages import compute_advantages
+
     generator = torch.Generator().manual_seed(config.seed)
     ceiling = torch.tensor(config.ceiling, dtype=torch.float64)
     logits = torch.logit(torch.tensor(config.initial_success, dtype=torch.float64) / ceiling)
@@ -144,6 +154,8 @@ def main(argv=None) -> None:
     parser.add_argument("--out", required=True, help="CSV of steps to threshold per method, G and seed")
     parser.add_argument("--seeds", type=int, default=3)
     args = parser.parse_args(argv)
+    import torch
+
     torch.set_num_threads(1)
     write_csv_atomic(args.out, steps_to_threshold(seeds=range(args.seeds)))
 
