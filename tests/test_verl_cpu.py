@@ -143,3 +143,25 @@ def test_verl_settings_pass_the_epsilons_to_the_estimators():
     loose = DaraSettings.from_algorithm_config({"dara": {"reward_keys": ["f", "c"], "gd2po_sign_eps": 10.0}})
     _, result = dara_advantages("gd2po_hard", scores, mask, uids, loose, columns)
     assert result.metrics["gd2po_hard/conflict_ratio"] == 0.0
+
+
+@pytest.mark.parametrize("top_k, most_distinct", [(-1, None), (5, 5)])
+def test_the_cpu_rollout_samples_the_whole_distribution_unless_top_k_is_set(top_k, most_distinct):
+    """Transformers fills an unset top_k with 50; the CPU rollout must not truncate what verl asked to sample in full
+    (its log-probs describe the full distribution)."""
+    from dara.tiny.policy import build_model
+    from dara.verl_plugin.cpu_backend import sampling_config
+
+    torch.manual_seed(0)
+    model = build_model(300, hidden_size=16, layers=1, heads=2, kv_heads=1, intermediate_size=32).eval()
+    with torch.no_grad():  # 300 nearly equally likely tokens, no two tied (ties would defeat a top-k cut)
+        model.lm_head.weight.copy_(torch.linspace(0.0, 0.01, 300)[:, None].expand(300, 16))
+    prompt = torch.full((600, 3), 7, dtype=torch.long)
+    config = sampling_config(1.0, 1.0, top_k, 1, eos_token_ids=None, pad_token_id=0)
+    with torch.no_grad():
+        drawn = model.generate(input_ids=prompt, attention_mask=torch.ones_like(prompt), generation_config=config)
+    distinct = len(set(drawn.sequences[:, -1].tolist()))
+    if most_distinct is None:
+        assert distinct > 200  # 600 uniform draws over 300 tokens hit about 259 of them
+    else:
+        assert distinct <= most_distinct

@@ -314,6 +314,20 @@ def _get(config, key: str, default=None):
     return getattr(config, key, default)
 
 
+def sampling_config(temperature: float, top_p: float, top_k: int, max_new_tokens: int, eos_token_ids, pad_token_id):
+    """The Hugging Face ``GenerationConfig`` of verl's sampling parameters (vLLM's conventions: temperature 0 is greedy,
+    top_k <= 0 and top_p 1 mean no truncation). Transformers fills a top_k left unset with 50, which would sample from a
+    truncated distribution while the returned log-probs describe the full one: a disabled top_k is passed as 0."""
+    from transformers import GenerationConfig
+
+    greedy = temperature <= 0
+    return GenerationConfig(
+        do_sample=not greedy, temperature=None if greedy else temperature, top_p=None if greedy else top_p,
+        top_k=None if greedy else max(top_k, 0), max_new_tokens=max_new_tokens,
+        eos_token_id=eos_token_ids, pad_token_id=pad_token_id, output_logits=True, return_dict_in_generate=True,
+    )
+
+
 def server_name(replica_rank: int) -> str:
     return f"{ROLLOUT_NAME}_server_{replica_rank}"
 
@@ -360,7 +374,6 @@ class HFServer:
 
     @torch.no_grad()
     def _generate(self, prompt_ids: list[int], params: dict):
-        from transformers import GenerationConfig
         from verl.workers.rollout.replica import TokenOutput
 
         temperature = float(params.get("temperature", 1.0) or 0.0)
@@ -372,12 +385,7 @@ class HFServer:
         if max_new < 1:
             raise ValueError(f"prompt of {len(prompt_ids)} tokens leaves no room within {max_len} tokens")
         greedy = temperature <= 0
-        generation = GenerationConfig(
-            do_sample=not greedy, temperature=None if greedy else temperature, top_p=None if greedy else top_p,
-            top_k=None if greedy or top_k <= 0 else top_k, max_new_tokens=max_new,
-            eos_token_id=self.eos_token_ids or None, pad_token_id=self.pad_token_id,
-            output_logits=True, return_dict_in_generate=True,
-        )
+        generation = sampling_config(temperature, top_p, top_k, max_new, self.eos_token_ids or None, self.pad_token_id)
         with self._lock:
             ids = torch.tensor([prompt_ids], dtype=torch.long)
             out = self.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=generation)
