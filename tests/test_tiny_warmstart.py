@@ -102,3 +102,29 @@ def test_a_supervised_batch_from_pretokenized_prompts_equals_tokenizing_each_tex
         assert ids[row, attention[row].bool()].tolist() == expected
     with pytest.raises(KeyError):
         supervised_batch(tokenizer, task, task.items("train", 7)[5:], np.random.default_rng(3), prompt_ids)
+
+
+@pytest.mark.parametrize("task_name", ["toolcall", "toolcall3", "math_length", "act_critic"])
+def test_a_saved_policy_reads_the_same_ids_through_autotokenizer(task_name, tmp_path):
+    """verl (and most training code) load tokenizers with AutoTokenizer, which rebuilds a qwen2 model's tokenizer as
+    Qwen2Tokenizer; the tiny policy must tokenize every prompt and answer of its task the same way there."""
+    import numpy as np
+    from transformers import AutoTokenizer
+
+    from dara.tasks import get_task
+    from dara.tiny.policy import build_model, save_policy
+
+    task = get_task(task_name)
+    tokenizer = train_tokenizer(task.corpus(200), vocab_size=400)
+    model = build_model(len(tokenizer), hidden_size=16, layers=1, heads=2, kv_heads=1, intermediate_size=32,
+                        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+    save_policy(model, tokenizer, tmp_path / "policy")
+    ours, _ = load_policy(tmp_path / "policy")
+    auto = AutoTokenizer.from_pretrained(tmp_path / "policy")
+    rng = np.random.default_rng(0)
+    texts = [text for item in task.items("heldout", 20) for text in (item["prompt"], task.demonstration(item, rng))]
+    texts.append("Problem: 8 + 6 - 5\nAssistant:\n  12,345 café\tend")  # digits, spaces, non-ASCII, tabs
+    assert [auto(t, add_special_tokens=False)["input_ids"] for t in texts] == \
+        [ours(t, add_special_tokens=False)["input_ids"] for t in texts]
+    assert (auto.eos_token_id, auto.pad_token_id) == (ours.eos_token_id, ours.pad_token_id)
+    assert all(ours.decode(ours(t, add_special_tokens=False)["input_ids"]) == t for t in texts)

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Sequence
 
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX as QWEN2_PRETOKENIZE_REGEX
 
 from dara.io import replace_dir_atomically
 from dara.tiny.decoder import LeanDecoder
@@ -23,11 +24,21 @@ PAD, EOS = "<pad>", "<eos>"
 
 
 def train_tokenizer(texts: Sequence[str], vocab_size: int) -> PreTrainedTokenizerFast:
-    """A byte-level BPE tokenizer (Qwen2's scheme, so any text round-trips) trained on ``texts``."""
+    """A byte-level BPE tokenizer trained on ``texts`` with Qwen2's normaliser and pre-tokenizer (any text
+    round-trips).
+
+    The pipeline must be Qwen2's own: ``AutoTokenizer`` (what verl and most training code call) loads a saved policy,
+    whose ``config.json`` says ``qwen2``, as ``Qwen2Tokenizer``, which keeps the saved vocabulary and merges but
+    rebuilds the normaliser and pre-tokenizer. With any other pre-tokenizer, the same text would become other ids
+    there than here, and a policy trained here would read garbage there."""
     if not texts:
         raise ValueError("cannot train a tokenizer on an empty corpus")
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.normalizer = normalizers.NFC()
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2_PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[PAD, EOS],
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
