@@ -96,7 +96,8 @@ def main(argv=None):
         ax.axhline(threshold, color="0.6", linewidth=0.8)
         figures.finish(ax, "training step", f"{reward}, median over seeds", f"{task}: {reward} (line: {threshold:g})",
                        legend=False)
-        ax.legend(fontsize=7, loc="lower right")
+    # every panel draws the same methods and backends: one legend, beside the panels rather than over the curves
+    axes[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
     figure.suptitle(f"The same runs through {' (solid) and '.join(backends)} (dashed){figures.scale_note(args.scale)}")
     figure.tight_layout()
     figures.save_figure(figure, out / "figures" / "backends")
