@@ -25,8 +25,8 @@ def main(argv=None):
     group_size = main_group_size(metrics)
     metrics = metrics[(metrics["G"] == group_size) & (metrics["step"] >= 1)]
     density = density_column(metrics, "length")
-    panels = [("reward/correctness", "correctness reward (fraction correct)"),
-              ("reward/length", "length reward (fraction within budget)"),
+    panels = [("reward/correctness", "fraction correct"),
+              ("reward/length", "fraction within the length budget"),
               (density, f"length {density_label(density)}")]
     figure, axes = figures.new_figure(len(panels))
     for ax, (column, ylabel) in zip(axes, panels):

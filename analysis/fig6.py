@@ -23,11 +23,12 @@ def main(argv=None):
     scores = paper_metrics(evaluations, mapping)
     group_size = main_group_size(scores)
     scores = scores[scores["G"] == group_size]
-    labels = {"macro_pass1": "held-out pass@1 (%)", "exceed": "responses over the length budget (%)"}
+    labels = {"macro_pass1": "held-out pass@1 (%)", "exceed": "over the length budget (%)"}
+    titles = {"macro_pass1": "macro pass@1", "exceed": "responses over the length budget"}
     figure, axes = figures.new_figure(2)
     for ax, name in zip(axes, ("macro_pass1", "exceed")):
         figures.plot_checkpoint_means(ax, scores, name)
-        figures.finish(ax, "training step (checkpoint)", labels[name], name, legend=ax is axes[-1])
+        figures.finish(ax, "training step (checkpoint)", labels[name], titles[name], legend=ax is axes[-1])
     figure.suptitle(f"{task} (G={group_size}): checkpoint-wise held-out math, mean ± SD over seeds"
                     f"{figures.scale_note(inputs.scale)}")
     figure.tight_layout()
