@@ -7,7 +7,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOT = ROOT / "docs" / "results"
-BLOCKS = ("headline", "step0", "timing", "bench_trainer", "bench_advantages", "backends")
+BLOCKS = ("headline", "step0", "timing", "bench_trainer", "bench_advantages", "backends", "verl_cpu_timing",
+          "verl_cpu_backends")
 
 
 def _check(readme: Path) -> subprocess.CompletedProcess:
