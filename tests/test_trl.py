@@ -46,7 +46,7 @@ def dense(completions, **kwargs):
 
 
 def sparse(completions, **kwargs):
-    return [float(c.count("<") >= 3) for c in completions]
+    return [float(c.count("<") >= 2) for c in completions]
 
 
 def _dataset(n_prompts=8):
@@ -223,7 +223,7 @@ def dense(completions, **kwargs):
     return [float(len(set(c)) % 3) for c in completions]
 
 def sparse(completions, **kwargs):
-    return [float(c.count("<") >= 3) for c in completions]
+    return [float(c.count("<") >= 2) for c in completions]
 
 class Recording(DaraGRPOTrainer):
     def _generate_and_score_completions(self, inputs):

@@ -54,7 +54,7 @@ def setup(tmp_path_factory):
     # trained enough that rewards vary inside groups (a policy that scores every response alike gives zero
     # advantages and no policy gradient to check)
     warm_start("toolcall", TASK_OPTIONS, base / "policy", **{**default_warm_start(), **dict(
-        vocab_size=400, corpus_items=300, sft_steps=150, sft_batch_size=16, sft_learning_rate=0.01, probe_prompts=2,
+        vocab_size=400, corpus_items=300, sft_steps=400, sft_batch_size=16, sft_learning_rate=0.01, probe_prompts=2,
         probe_group_size=2, max_new_tokens=48,
         model={"hidden_size": 32, "layers": 1, "heads": 2, "kv_heads": 1, "intermediate_size": 64,
                "max_positions": 256})})
