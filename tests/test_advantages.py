@@ -11,7 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dara.advantages import METHODS, compute_advantages
+from dara.advantages import METHODS, compute_advantages, shuffle_permutation
 from dara.advantages_loop import loop_advantages
 
 torch.set_num_threads(1)
@@ -142,6 +142,9 @@ def test_row_permutation_permutes_output():
         kwargs = _kwargs(method, 3)
         base = compute_advantages(method, rewards, index, **kwargs)
         permuted = compute_advantages(method, rewards[perm], index[perm], **kwargs)
+        if method == "shuffled":  # by design a function of row order: another draw of the same advantages
+            torch.testing.assert_close(permuted.advantages.sort().values, base.advantages.sort().values)
+            continue
         torch.testing.assert_close(permuted.advantages, base.advantages[perm], atol=1e-6, rtol=1e-6)
         torch.testing.assert_close(permuted.loss_weights, base.loss_weights[perm])
 
@@ -210,7 +213,7 @@ def test_gd2po_all_conflict_is_finite_zero_and_query_weight_is_kept_fraction():
 def test_constant_groups_are_exact_zero_and_inactive_in_float32():
     rewards = torch.full((8, 2), 0.3, dtype=torch.float32)
     rewards[:, 1] = 2.1
-    for method in ("grpo", "gdpo", "dara_sym", "dara_asym", "gd2po_hard", "dvao"):
+    for method in ("grpo", "gdpo", "dara_sym", "dara_asym", "gd2po_hard", "dvao", "shuffled"):
         res = compute_advantages(method, torch.cat([rewards, rewards]), [0] * 8 + [1] * 8)
         assert torch.equal(res.advantages, torch.zeros(16)), method
         assert res.density.tolist() == [0.0, 0.0]
@@ -308,3 +311,58 @@ def test_an_id_in_two_separate_blocks_is_one_group():
     assert got.metrics["n_groups"] == 2.0 and got.metrics["active_groups/0"] == 1.0
     want = loop_advantages("gdpo", rewards, ["a", "a", "b", "b", "a", "a"], batch_norm="none")
     np.testing.assert_allclose(got.advantages.numpy(), want["advantages"], atol=1e-6)
+
+
+# --- the shuffled control: GDPO's advantages, permuted by a pure function of the batch -----------------------------
+
+
+@pytest.mark.parametrize("batch_norm", ["response", "token", "none"])
+def test_shuffled_is_a_permutation_of_gdpo_with_gdpos_diagnostics(batch_norm):
+    rng = np.random.default_rng(8)
+    rewards = _batch("partial", 12, 4, 3, rng)
+    index, order = _index(12, 4, True, rng)
+    rewards = rewards[order]
+    options = dict(batch_norm=batch_norm, channel_names=["a", "b", "c"])
+    if batch_norm == "token":
+        options["lengths"] = rng.integers(1, 30, size=48)
+    gdpo = compute_advantages("gdpo", rewards, index, **options)
+    shuffled = compute_advantages("shuffled", rewards, index, **options)
+    assert torch.equal(shuffled.advantages.sort().values, gdpo.advantages.sort().values)  # the same multiset
+    assert torch.equal(shuffled.advantages, gdpo.advantages[shuffle_permutation(rewards)])
+    assert not torch.equal(shuffled.advantages, gdpo.advantages)
+    assert torch.equal(shuffled.loss_weights, torch.ones(48))
+    for field in ("density", "weights"):
+        assert torch.equal(getattr(shuffled, field), getattr(gdpo, field))
+    assert shuffled.metrics == gdpo.metrics
+
+
+def test_shuffled_is_deterministic_and_its_permutation_follows_the_batch():
+    rng = np.random.default_rng(9)
+    rewards = _batch("random", 16, 8, 2, rng)
+    index = np.repeat(np.arange(16), 8)
+    first = compute_advantages("shuffled", rewards, index)
+    again = compute_advantages("shuffled", rewards.copy(), [f"u{i}" for i in index])  # ids do not seed it
+    assert torch.equal(first.advantages, again.advantages)
+    assert torch.equal(shuffle_permutation(rewards), shuffle_permutation(torch.tensor(rewards)))
+    # -0.0 is 0.0; any other change of the batch (one reward, the row count) draws another permutation
+    zeros = np.zeros((128, 2))
+    assert torch.equal(shuffle_permutation(zeros), shuffle_permutation(-zeros))
+    nudged = rewards.copy()
+    nudged[5, 1] += 1e-12
+    draws = {tuple(shuffle_permutation(batch).tolist()) for batch in (rewards, nudged, _batch("random", 16, 8, 2, rng))}
+    assert len(draws) == 3
+    assert not torch.equal(shuffle_permutation(rewards[:-8]), shuffle_permutation(rewards)[:-8])
+
+
+def test_shuffled_advantages_carry_no_information_about_the_own_rewards():
+    rng = np.random.default_rng(10)
+    index = np.repeat(np.arange(8), 8)
+    correlations = {"gdpo": [], "shuffled": []}
+    for _ in range(200):
+        rewards = np.stack([rng.integers(0, 2, 64), rng.normal(size=64)], axis=1).astype(float)
+        for method, values in correlations.items():
+            advantages = compute_advantages(method, rewards, index).advantages.double().numpy()
+            values.append(np.corrcoef(advantages, rewards[:, 0])[0, 1])
+    # one batch's correlation has a spread of about 1/sqrt(64); over 200 batches the mean's is below 0.01
+    assert abs(np.mean(correlations["shuffled"])) < 0.04
+    assert np.mean(correlations["gdpo"]) > 0.5

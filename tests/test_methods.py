@@ -26,6 +26,10 @@ def test_palette_labels_and_colours_come_from_the_table():
         assert palette.label(method.name) == method.label and palette.color(method.name) == method.color
     assert palette.ordered(reversed(methods.METHODS)) == list(methods.METHODS)
     assert len({method.color for method in methods.TABLE}) == len(methods.TABLE)
+    assert len({method.marker for method in methods.TABLE}) == len(methods.TABLE)
+    # "base" (the model before RL) is drawn beside the methods in the evaluation figures
+    assert palette.BASE["color"].lower() not in {method.color.lower() for method in methods.TABLE}
+    assert palette.BASE["marker"] not in {method.marker for method in methods.TABLE}
 
 
 def test_verl_names_are_the_tables_and_do_not_clash_with_verls_own():

@@ -141,7 +141,7 @@ def sparse_batch():
     return np.stack([format_reward, correctness], axis=1), lengths, groups
 
 
-@pytest.mark.parametrize("method", ["dara_sym", "dara_asym", "gdpo", "static_asym", "dvao", "gd2po_hard"])
+@pytest.mark.parametrize("method", ["dara_sym", "dara_asym", "gdpo", "static_asym", "dvao", "gd2po_hard", "shuffled"])
 def test_v1_step_equals_compute_advantages_broadcast_over_tokens(monkeypatch, sparse_batch, method):
     rewards, lengths, groups = sparse_batch
     extra = {"static_weights": [1.0, 5.0]} if method == "static_asym" else {}

@@ -1,4 +1,4 @@
-"""Multi-reward advantage estimators: GRPO, GDPO, DVAO, GD2PO-Hard, static weights and DARA.
+"""Multi-reward advantage estimators: GRPO, GDPO, DVAO, GD2PO-Hard, static weights, DARA and a shuffled control.
 
 One entry point serves the tiny CPU trainer and verl alike::
 
@@ -17,6 +17,14 @@ DARA-Asym only the positive ones, so sparse channels are not drowned by dense on
 same calibration with fixed weights. Definitions and constants follow the paper's release; docs/methods.md states
 them with their sources.
 
+The shuffled control (``"shuffled"``, not a method of the paper) computes GDPO's advantages for the batch (same
+z-scores, same ``batch_norm`` and ``lengths``) and permutes them across the whole batch: response i gets
+``A_gdpo[perm[i]]``. ``perm`` is `shuffle_permutation` of the rewards, a pure function of the batch (seeded by a
+SHA-256 of the rewards' float64 bytes and shape), so the same batch gives the same advantages in every process, rank
+and resume, and different batches get different permutations. The advantage a response gets is then independent
+of its own rewards while its magnitudes are exactly the per-channel methods': training on it shows the drift of the
+pipeline without signal (the advantages' sum over the batch and their spread stay those of GDPO).
+
 Everything is computed in float64 and returned as float32: a group whose values are all equal gets exactly 0 (and
 is inactive) whatever the input dtype, unlike a float32 mean/std where rounding leaves |A| of 0.03-0.19 for a
 constant group of eight 0.3 rewards.
@@ -24,6 +32,8 @@ constant group of eight 0.3 rewards.
 
 from __future__ import annotations
 
+import hashlib
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -46,6 +56,7 @@ EPS = 1e-6  # added to every group (and response-normalisation) standard deviati
 SIGN_EPS = 1e-8  # GD2PO-Hard: |Z| at or below this counts as neutral, not as a sign
 DVAO_DENOM_EPS = 1e-8  # DVAO: a denominator at or below this gives advantage 0
 WHITEN_EPS = 1e-8  # token-level whitening: (S - m) / sqrt(var + WHITEN_EPS), as verl's masked_whiten
+SHUFFLE_SEED_DOMAIN = b"dara/shuffled/v1"  # prefix of the hashed bytes that seed the shuffled control's permutation
 
 
 @dataclass(frozen=True)
@@ -229,6 +240,28 @@ def batch_normalise(scores: torch.Tensor, eps: float, lengths: torch.Tensor | No
     return out
 
 
+def shuffle_permutation(rewards) -> torch.Tensor:
+    """The shuffled control's permutation of the N rows of ``rewards`` (N, K): a (N,) int64 CPU tensor.
+
+    A pure function of the batch: ``torch.randperm(N)`` drawn from a ``torch.Generator`` seeded with the first 8
+    bytes (little-endian, top bit dropped) of ``sha256(SHUFFLE_SEED_DOMAIN + int64 N + int64 K + rewards)``, the
+    rewards as little-endian float64 in row order (-0.0 counted as 0.0). Python's ``hash`` is not used: it is salted
+    per process. Stable across processes and machines for one torch version (``randperm``'s algorithm is torch's).
+    """
+    if isinstance(rewards, torch.Tensor):
+        values = rewards.detach().to("cpu", torch.float64).numpy()
+    else:
+        values = np.asarray(rewards, dtype=np.float64)
+    if values.ndim != 2:
+        raise ValueError(f"rewards must be 2-D (responses, channels), got shape {values.shape}")
+    values = np.ascontiguousarray(values + 0.0, dtype="<f8")  # + 0.0 turns -0.0 into 0.0
+    n_rows, n_channels = values.shape
+    digest = hashlib.sha256(SHUFFLE_SEED_DOMAIN + struct.pack("<qq", n_rows, n_channels) + values.tobytes()).digest()
+    generator = torch.Generator(device="cpu")
+    generator.manual_seed(int.from_bytes(digest[:8], "little") >> 1)
+    return torch.randperm(n_rows, generator=generator)
+
+
 def compute_advantages(
     method: str,
     rewards,
@@ -258,7 +291,7 @@ def compute_advantages(
         static_weights: K fixed weights (each >= 1), required by ``static_sym``/``static_asym`` and only by them.
         base_weights: K positive DVAO channel weights (default equal), only for ``dvao``.
         lengths: (N,) response lengths in tokens, required by ``batch_norm="token"``.
-        batch_norm: final normalisation of methods that have one (GDPO, GD2PO-Hard, static, DARA):
+        batch_norm: final normalisation of methods that have one (GDPO, GD2PO-Hard, static, DARA, shuffled):
             "response" (per-response, math stack), "token" (token-weighted whitening, tool stack) or "none".
             GRPO and DVAO have no batch normalisation by definition.
         channel_names: names used in ``metrics`` keys (default "0", "1", ...).
@@ -284,6 +317,7 @@ def compute_advantages(
         )
     token_lengths = _validated_lengths(lengths, n_rows, device) if batch_norm == "token" else None
     layout = group_layout(index, n_rows, device=device)
+    rows_in_input_order = x  # the shuffled control's permutation is seeded by the batch as the caller gave it
     # Equal-size groups in any order: sort rows into blocks so every group statistic is a reshape, undo at the end.
     order = None
     if layout.block_size is None and bool((layout.counts == layout.counts[0]).all()):
@@ -305,6 +339,9 @@ def compute_advantages(
         advantages = advantages[:, 0]
     elif spec.formula == "dvao":
         advantages = _dvao(x, layout, base_weights, dvao_eps)
+    elif spec.formula == "shuffled":  # GDPO's advantages (unit weights, Sym), permuted across the batch below
+        scores = z.sum(dim=1)
+        advantages = scores if batch_norm == "none" else batch_normalise(scores, eps, token_lengths)
     else:
         if spec.weights == "density":
             weights = density_weights(density, w_max)
@@ -336,6 +373,8 @@ def compute_advantages(
     if order is not None:
         advantages = torch.empty_like(advantages).index_copy_(0, order, advantages)
         loss_weights = torch.empty_like(loss_weights).index_copy_(0, order, loss_weights)
+    if spec.formula == "shuffled":
+        advantages = advantages[shuffle_permutation(rows_in_input_order).to(device)]
     return AdvantageResult(
         advantages=advantages.to(torch.float32),
         density=density.to(torch.float32),

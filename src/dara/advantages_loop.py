@@ -6,6 +6,7 @@ benchmark times the vectorised code against this loop. Read it as the formulas s
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
@@ -52,6 +53,22 @@ def _normalise(scores: np.ndarray, keep: np.ndarray, eps: float, lengths) -> np.
     for i in rows:
         out[i] = (scores[i] - mean) / math.sqrt(var + WHITEN_EPS)
     return out
+
+
+def _shuffled_order(r: np.ndarray) -> list[int]:
+    """The shuffled control's permutation, from its rule (not from dara.advantages): sha256 over a domain tag, the
+    shape as two little-endian int64 and the rewards as little-endian float64 row by row (-0.0 as 0.0); its first 8
+    bytes, little-endian, top bit dropped, seed torch.randperm (the one shared piece: torch's generator)."""
+    import torch
+
+    n, k = r.shape
+    payload = bytearray(b"dara/shuffled/v1")
+    payload += n.to_bytes(8, "little", signed=True) + k.to_bytes(8, "little", signed=True)
+    for i in range(n):
+        for c in range(k):
+            payload += np.float64(r[i, c] + 0.0).astype("<f8").tobytes()
+    seed = int.from_bytes(hashlib.sha256(bytes(payload)).digest()[:8], "little") >> 1
+    return torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist()
 
 
 def loop_advantages(
@@ -104,6 +121,12 @@ def loop_advantages(
             for i in rows:
                 if denominator > dvao_eps:
                     adv[i] = sum(b[c] * (r[i, c] - mu[c]) for c in range(k) if sigma[c] > 0) / denominator
+        return dict(advantages=adv, density=density, weights=weights, loss_weights=loss_weights)
+
+    if method == "shuffled":  # GDPO's advantages, then response i takes the one of row order[i]
+        gdpo = loop_advantages("gdpo", r, index, tau=tau, eps=eps, lengths=lengths, batch_norm=batch_norm)
+        order = _shuffled_order(r)
+        adv = np.array([gdpo["advantages"][order[i]] for i in range(n)])
         return dict(advantages=adv, density=density, weights=weights, loss_weights=loss_weights)
 
     if method in ("dara_sym", "dara_asym"):

@@ -6,8 +6,10 @@ estimator names, the launchers and the trainers all read a method's properties h
 `dara.advantages.compute_advantages` (and its loop in `dara.advantages_loop`).
 
 Columns:
-    formula      "grpo" (z-score of the summed rewards), "dvao" (DVAO's group-variance weighting) or "per_channel"
-                 (z-score each channel, weight, sum, batch-normalise: GDPO, GD2PO-Hard, static and DARA)
+    formula      "grpo" (z-score of the summed rewards), "dvao" (DVAO's group-variance weighting), "per_channel"
+                 (z-score each channel, weight, sum, batch-normalise: GDPO, GD2PO-Hard, static and DARA) or
+                 "shuffled" (the drift control: GDPO's advantages permuted across the batch, so a response's
+                 advantage carries no information about its own rewards)
     calibration  how a per-channel method applies its weights w_k: "sym" (w_k * Z_k) or "asym"
                  (Z_k + (w_k - 1) * max(Z_k, 0), i.e. only positive advantages scaled); None for the others
     weights      where w_k comes from: "unit" (all ones), "static" (fixed, from the experiment), "density"
@@ -47,7 +49,8 @@ class Method:
         return self.name == "gd2po_hard"
 
 
-# Colours: the Okabe-Ito colour-blind-safe set; the two DARA variants share the blue family.
+# Colours: the Okabe-Ito colour-blind-safe set; the two DARA variants share the blue family; the shuffled control is
+# a neutral dark grey (darker than the figures' "base" grey, #7f7f7f, which marks the model before RL).
 TABLE: tuple[Method, ...] = (
     Method("grpo", "GRPO", "grpo", None, None, "dara_grpo", "#E69F00", "s"),
     Method("gdpo", "GDPO", "per_channel", "sym", "unit", "dara_gdpo", "#D55E00", "D"),
@@ -56,12 +59,14 @@ TABLE: tuple[Method, ...] = (
     Method("static_sym", "Static-Sym", "per_channel", "sym", "static", "dara_static_sym", "#56B4E9", "<"),
     # Okabe-Ito yellow, darkened to read on white
     Method("static_asym", "Static-Asym", "per_channel", "asym", "static", "dara_static_asym", "#9A7D00", ">"),
+    # the drift control: what training does when the advantages carry no signal (docs/methods.md)
+    Method("shuffled", "Shuffled (control)", "shuffled", None, None, "dara_shuffled", "#595959", "h"),
     Method("dara_sym", "DARA-Sym", "per_channel", "sym", "density", "dara_sym", "#0072B2", "o"),
     Method("dara_asym", "DARA-Asym", "per_channel", "asym", "density", "dara_asym", "#000080", "P"),
 )
 
 METHODS: tuple[str, ...] = tuple(method.name for method in TABLE)
-"""Every method name, in the paper's order (baselines first, DARA last)."""
+"""Every method name, in the paper's order (baselines first, then the shuffled control, DARA last)."""
 
 _BY_NAME = {method.name: method for method in TABLE}
 
@@ -75,7 +80,8 @@ def get_method(name: str) -> Method:
 
 
 def _check_table() -> None:
-    formulas, calibrations, sources = {"grpo", "dvao", "per_channel"}, {"sym", "asym"}, {"unit", "static", "density"}
+    formulas = {"grpo", "dvao", "per_channel", "shuffled"}
+    calibrations, sources = {"sym", "asym"}, {"unit", "static", "density"}
     for method in TABLE:
         per_channel = method.formula == "per_channel"
         if method.formula not in formulas:

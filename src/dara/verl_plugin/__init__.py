@@ -5,7 +5,7 @@ metadata. ``import verl`` imports that module, which calls `register`, in the dr
 imports verl:
 
 - our estimators enter verl's advantage registry (``dara_sym``, ``dara_asym``, ``dara_gdpo``, ``dara_dvao``,
-  ``dara_gd2po_hard``, ``dara_static_sym``, ``dara_static_asym``, ``dara_grpo``), and
+  ``dara_gd2po_hard``, ``dara_static_sym``, ``dara_static_asym``, ``dara_grpo``, ``dara_shuffled``), and
 - the V1 trainer ``dara_sync`` (`dara.verl_plugin.trainer.DaraPPOTrainer`) enters verl's trainer registry; it is
   the route by which the per-reward columns reach the estimators (select it with
   ``trainer.v1.trainer_mode=dara_sync``).
