@@ -99,7 +99,10 @@ def main(argv=None):
               f"supported only with a log-rank p below {claim_checks.SIGNIFICANCE:g}. Beside the p-value each crossing "
               "claim gives its effect size: the difference of median crossing steps (ours minus the baseline) with a "
               "bootstrap 95 % interval over seeds, never-crossing seeds put at their run's last step + 1. The paper's "
-              "numbers come from the `analysis/reference/` rows named beside them.", "",
+              "numbers come from the `analysis/reference/` rows named beside them. A \"not lower\" claim is a "
+              "non-inferiority check: supported when DARA's mean is at most the margin (`analysis/config.yaml` "
+              "`non_inferiority_margins`, in the metric's units) worse than the baseline's; not informative when both "
+              "arms end more than the margin worse than the step-0 base, or both sit at 0 % or 100 %.", "",
               claims_markdown(claims), ""]
     verdicts = pd.Series([c.verdict for c in claims]).value_counts()
     lines += [f"In all: {', '.join(f'{n} {v}' for v, n in verdicts.items())} ({scale} scale).", ""]
@@ -137,7 +140,7 @@ def main(argv=None):
                            value_name="mean").replace({"metric": {"accuracy": "macro_pass1"}}).assign(sd=np.nan)
         merged, only_paper = _measured(table_comparison(table4a, paper))
         lines += [f"## Table 4a: static vs dynamic weights (paper: {setting})", "",
-                  only_paper, "",
+                  f"`base` = the step-0 policy, where evaluated. {only_paper}", "",
                   _label_methods(merged).to_markdown(index=False, floatfmt=".2f"), ""]
     lines += ["## Table 4b: instruct vs thinking", "", "Not reproduced at this scale; see `tables/table4b.md`.", ""]
     if stable is not None:

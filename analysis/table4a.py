@@ -2,7 +2,9 @@
 the length budget (exceed) and joint (correct and within budget), final checkpoint, mean ± SD over seeds.
 
 Paper: R1-Distill-1.5B, Static-Asym/Sym with w = 5 on the length reward vs DARA-Asym/Sym. Tiny scale: the
-math-length task with static weights [1, 5]. Output: results/<scale>/tables/table4a.{csv,md}.
+math-length task with static weights [1, 5]. A ``base`` row (the step-0 policy: every run's step-0 evaluation,
+when there is one) stands first, as in Table 1; the "not lower" claims compare both arms with it.
+Output: results/<scale>/tables/table4a.{csv,md}.
 """
 
 import pandas as pd
@@ -28,11 +30,17 @@ def main(argv=None):
     mapping = inputs.config["evaluation_metrics"]["math"]
     group_size = main_group_size(evaluations)
     evaluations = evaluations[evaluations["G"] == group_size]
-    summary = summarise_metrics(final_checkpoint(paper_metrics(evaluations, mapping)), list(mapping), by=["method"])
+    scores = paper_metrics(evaluations, mapping)
+    summary = summarise_metrics(final_checkpoint(scores), list(mapping), by=["method"])
+    base = scores[scores["step"] == 0].assign(method="base")
+    if not base.empty:
+        summary = pd.concat([summarise_metrics(base, list(mapping), by=["method"]), summary], ignore_index=True)
     write_csv_atomic(inputs.tables / "table4a.csv", summary)
     absent = [method for method in METHODS if method not in set(summary["method"])]
+    base_note = ("`base` = the step-0 policy (every run's step-0 evaluation)." if not base.empty else
+                 "No step-0 evaluations: no base row.")
     lines = [f"# Table 4a ({inputs.scale} scale): static vs dynamic weights, {task}, G={group_size}, held-out %, final checkpoint", "",
-             pivot_mean_sd(summary, ["method"], list(mapping)).to_markdown(index=False), ""]
+             pivot_mean_sd(summary, ["method"], list(mapping)).to_markdown(index=False), "", base_note, ""]
     if absent:
         lines += [f"No runs at this scale for: {', '.join(absent)}.", ""]
     write_text_atomic(inputs.tables / "table4a.md", "\n".join(lines))

@@ -55,17 +55,6 @@ def test_faster_crossing_verdicts():
     assert missing.verdict == "not testable" and "gdpo" in missing.ours
 
 
-def test_not_lower_uses_one_pooled_sd():
-    summary = pd.DataFrame({"method": ["dara_sym", "gdpo"], "metric": ["acc", "acc"], "mean": [50.0, 51.0],
-                            "sd": [1.0, 1.0], "n": [3, 3]})
-    assert claims.not_lower(summary, "acc", "dara_sym", "gdpo", paper=NO_PAPER, scale="t", what="a").verdict == "supported"
-    summary.loc[0, "mean"] = 48.9
-    assert claims.not_lower(summary, "acc", "dara_sym", "gdpo", paper=NO_PAPER, scale="t", what="a").verdict == "not supported"
-    lower_better = claims.not_lower(summary, "acc", "dara_sym", "gdpo", paper=NO_PAPER, scale="t", what="a",
-                                    higher_is_better=False)
-    assert lower_better.verdict == "supported"
-
-
 def test_sparse_upweighted_reads_first_training_step():
     metrics = pd.DataFrame({"method": ["dara_sym"] * 2, "G": [8, 8], "seed": [0, 0], "step": [0, 1],
                             "density/format": [0.9, 0.1], "density/correctness": [0.9, 0.8],

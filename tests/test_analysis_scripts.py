@@ -108,9 +108,14 @@ def test_table2_compares_two_and_three_rewards(results):
 def test_table4a_has_static_and_dynamic_methods(results):
     run_script("table4a", results)
     table = pd.read_csv(results / "tables/table4a.csv")
-    assert set(table["method"]) == {"static_sym", "static_asym", "dara_sym", "dara_asym"}
+    assert set(table["method"]) == {"base", "static_sym", "static_asym", "dara_sym", "dara_asym"}
     assert set(table["metric"]) == {"macro_pass1", "exceed", "joint"}
     assert table["mean"].between(0, 100).all()
+    # the base row: every run's step-0 evaluation (4 methods x 3 seeds); the synthetic length reward starts at ~2 %
+    base = table[table["method"] == "base"].set_index("metric")
+    assert (base["n"] == 12).all() and table["method"].iloc[0] == "base"
+    final = table[table["method"] == "dara_asym"].set_index("metric")
+    assert base.loc["exceed", "mean"] > final.loc["exceed", "mean"]  # the length reward is learned over training
 
 
 def markdown_table(text: str, heading: str) -> pd.DataFrame:

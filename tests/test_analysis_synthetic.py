@@ -63,8 +63,9 @@ def write_run(root: Path, task: str, method: str, G: int, seed: int, n_steps: in
         record = {"task": task, "method": method, "group_size": G, "seed": seed, "step": step,
                   "rewards": {reward: float(frame[f"reward/{reward}"][step]) for reward in TASK_REWARDS[task]}}
         if task.startswith("toolcall"):
-            record["metrics"] = {"bfcl_accuracy": 0.3 + 0.2 * quality + rng.normal(0, 0.01),
-                                 "bfcl_format": quality}
+            tool_accuracy = 0.2 + 0.3 * quality + rng.normal(0, 0.01)
+            record["metrics"] = {"bfcl_accuracy": 0.85 * tool_accuracy + 0.15 * 0.9, "bfcl_accuracy_tool": tool_accuracy,
+                                 "bfcl_accuracy_irrelevance": 0.9, "bfcl_format": quality}
         elif task == "math_length":
             record["metrics"] = {"accuracy": 0.5 + rng.normal(0, 0.01), "exceed": 1 - quality, "joint": 0.5 * quality}
         else:

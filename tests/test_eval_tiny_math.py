@@ -203,7 +203,7 @@ def test_evaluate_run_scores_tool_calls_with_bfcl(tmp_path):
     written = evaluate_run(run, tmp_path / "eval", **SAMPLING, heldout_items=6, samples=2)
     assert [p.name for p in written] == ["step0.json", "step1.json"]
     metrics = json.loads(written[0].read_text())["metrics"]
-    assert set(metrics) == {"bfcl_accuracy", "bfcl_format", "bfcl_accuracy_tool"}
+    assert set(metrics) == {"bfcl_accuracy", "bfcl_format", "bfcl_accuracy_tool", "bfcl_accuracy_irrelevance"}
     # an untrained policy writes no well-formed call
     assert metrics["bfcl_format"] == 0.0 and metrics["bfcl_accuracy_tool"] == 0.0
 

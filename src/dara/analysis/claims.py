@@ -4,7 +4,10 @@ Each check returns a :class:`Claim` with a verdict: "supported", "not supported"
 (the runs or evaluations it needs do not exist at this scale), or "inconclusive" (a crossing claim
 where neither method reached the threshold). A crossing claim whose medians point the paper's way but whose
 log-rank test is not significant at 5 % is "same direction, not significant": with three seeds a one-step lead
-is no evidence. REPORT.md lists them as they come.
+is no evidence. A "not lower" claim (:func:`not_lower`, a non-inferiority check with a margin stated per metric
+in ``analysis/config.yaml``) is "not informative" when the metric cannot tell the arms apart: both end more than
+the margin worse than the untrained (step-0) policy, or both sit at the same end of the metric's range (0 vs 0,
+100 vs 100). REPORT.md lists them as they come.
 
 Each claim carries the paper's side as a :class:`~dara.analysis.paper_reference.PaperStatement`: the text with
 numbers computed from ``analysis/reference/*.csv`` and the rows it comes from. A crossing claim also carries its
@@ -26,7 +29,8 @@ from dara.analysis.kaplan_meier import kaplan_meier, logrank_test
 from dara.analysis.paper_reference import PaperStatement
 from dara.analysis.tables import survival_durations
 
-Verdict = Literal["supported", "same direction, not significant", "not supported", "inconclusive", "not testable"]
+Verdict = Literal["supported", "same direction, not significant", "not supported", "inconclusive", "not informative",
+                  "not testable"]
 SIGNIFICANCE = 0.05  # log-rank p below which a faster crossing counts as supported
 
 
@@ -94,10 +98,28 @@ def faster_crossing(records: pd.DataFrame, method: str, baseline: str, *, paper:
                  test.p_value)
 
 
-def not_lower(summary: pd.DataFrame, metric: str, method: str, baseline: str, *, paper: PaperStatement, scale: str,
-              what: str, higher_is_better: bool = True) -> Claim:
-    """``method``'s mean is at least ``baseline``'s (or at most, when lower is better) minus one
-    pooled SD: "no worse within seed noise". ``summary``: rows with method, metric, mean, sd, n."""
+def _value_text(value: float) -> str:
+    return "n/a" if value is None or not np.isfinite(value) else f"{value:.2f}"
+
+
+def not_lower(summary: pd.DataFrame, metric: str, method: str, baseline: str, *, margin: float,
+              paper: PaperStatement, scale: str, what: str, higher_is_better: bool = True, base_method: str = "base",
+              bounds: tuple[float, float] = (0.0, 100.0)) -> Claim:
+    """Non-inferiority of ``method`` to ``baseline`` on ``metric`` within ``margin`` (the metric's own units,
+    from ``analysis/config.yaml`` ``non_inferiority_margins``).
+
+    ``summary``: rows with method, metric, mean, sd, n; a row of method ``base_method`` (the step-0, untrained
+    policy) is the base, shown beside both arms ("base n/a" when absent). With higher better (mirrored when
+    lower is better), in this order:
+
+    - "not informative" when both arms end below the base by more than the margin (training made both worse,
+      so "not lower than a worse arm" says nothing), or when both means sit at the same end of ``bounds`` (the
+      metric's range, percent by default: 0 vs 0 or 100 vs 100), where the metric cannot separate them;
+    - "supported" when mean(method) >= mean(baseline) - margin;
+    - "not supported" otherwise.
+
+    The pooled SD of the two arms is reported beside the verdict and does not change it.
+    """
     direction = "not lower" if higher_is_better else "not higher"
     claim = f"{palette.label(method)}'s {what} is {direction} than {palette.label(baseline)}'s"
     rows = summary[summary["metric"] == metric].set_index("method")
@@ -105,10 +127,27 @@ def not_lower(summary: pd.DataFrame, metric: str, method: str, baseline: str, *,
         return Claim(claim, paper.text, paper.reference, f"no {metric} for {method} or {baseline}", "not testable",
                      scale)
     a, b = rows.loc[method], rows.loc[baseline]
+    if not (np.isfinite(a["mean"]) and np.isfinite(b["mean"])):
+        return Claim(claim, paper.text, paper.reference, f"no {metric} mean for {method} or {baseline}",
+                     "not testable", scale)
+    base = float(rows.loc[base_method, "mean"]) if base_method in rows.index else np.nan
     pooled = float(np.sqrt(np.nansum([a["sd"] ** 2, b["sd"] ** 2]) / 2))
-    gap = (a["mean"] - b["mean"]) if higher_is_better else (b["mean"] - a["mean"])
-    ours = f"{a['mean']:.2f} vs {b['mean']:.2f} (pooled SD {pooled:.2f}; n={int(a['n'])} vs {int(b['n'])})"
-    return Claim(claim, paper.text, paper.reference, ours, "supported" if gap >= -pooled else "not supported", scale)
+    sign = 1.0 if higher_is_better else -1.0
+    gap = sign * (a["mean"] - b["mean"])
+    below_base = np.isfinite(base) and all(sign * (base - arm["mean"]) > margin for arm in (a, b))
+    at_bound = next((bound for bound in bounds if np.isclose(a["mean"], bound, rtol=0, atol=1e-9)
+                     and np.isclose(b["mean"], bound, rtol=0, atol=1e-9)), None)
+    ours = (f"{a['mean']:.2f} vs {b['mean']:.2f} (base {_value_text(base)}; margin {margin:g}; pooled SD {pooled:.2f}; "
+            f"n={int(a['n'])} vs {int(b['n'])})")
+    if below_base:
+        verdict: Verdict = "not informative"
+        ours += f"; both more than the margin {'below' if higher_is_better else 'above'} base"
+    elif at_bound is not None:
+        verdict = "not informative"
+        ours += f"; both at the metric's bound {at_bound:g}"
+    else:
+        verdict = "supported" if gap >= -margin - 1e-9 else "not supported"  # 1e-9: float noise of the means
+    return Claim(claim, paper.text, paper.reference, ours, verdict, scale)
 
 
 def sparse_upweighted(metrics: pd.DataFrame, sparse: str, dense: str, methods, *, paper: PaperStatement, scale: str,

@@ -63,6 +63,14 @@ def table_comparison(ours: pd.DataFrame, paper: pd.DataFrame, on=("method", "met
     return merged.sort_values(["_order", *on[1:]]).drop(columns="_order").reset_index(drop=True)
 
 
+def non_inferiority_margin(config: dict, metric: str) -> float:
+    """The margin of a "not lower" claim on ``metric``, in its own units (``non_inferiority_margins``)."""
+    margins = config.get("non_inferiority_margins", {})
+    if metric not in margins:
+        raise KeyError(f"analysis config: non_inferiority_margins has no margin for {metric!r}; it has {sorted(margins)}")
+    return float(margins[metric])
+
+
 def headline_claims(crossings: pd.DataFrame, table1: pd.DataFrame | None, metrics: pd.DataFrame | None,
                     stable: pd.DataFrame | None, table4a: pd.DataFrame | None, config: dict,
                     reference: PaperReference) -> list:
@@ -92,12 +100,14 @@ def headline_claims(crossings: pd.DataFrame, table1: pd.DataFrame | None, metric
         found.append(claim_checks.Claim(f"DARA reaches {reward} {threshold} in fewer steps than GDPO", statement.text,
                                         statement.reference, f"no {tool} runs", "not testable", scale))
     if table1 is not None and not table1.empty:
-        final = table1[table1["cohort"] == "all runs"]
-        final = final[final["model"] == sorted(final["model"].unique())[0]]  # the primary (first) model
+        primary = table1[table1["model"] == sorted(table1["model"].unique())[0]]  # the primary (first) model
+        # the final checkpoint of every run, with the step-0 policy's row ("base") beside it
+        final = primary[(primary["cohort"] == "all runs") | primary["cohort"].str.startswith("step 0")]
         for metric, what, baseline in (("average_accuracy", "final held-out accuracy", "gdpo"),
                                        ("average_format", "final held-out format", "gdpo"),
                                        ("average_format", "final held-out format", "grpo")):
             found.append(claim_checks.not_lower(final, metric, "dara_sym", baseline, scale=scale, what=what,
+                                                margin=non_inferiority_margin(config, metric),
                                                 paper=reference.final_score_statement(metric, ["dara_sym", baseline])))
     if metrics is not None:
         tool_metrics = metrics[metrics["task"] == tool]
@@ -120,9 +130,10 @@ def headline_claims(crossings: pd.DataFrame, table1: pd.DataFrame | None, metric
     if table4a is not None and not table4a.empty:
         found.append(claim_checks.not_lower(table4a, "exceed", "dara_asym", "static_asym", scale=scale,
                                             what="share of responses over budget", higher_is_better=False,
+                                            margin=non_inferiority_margin(config, "exceed"),
                                             paper=reference.static_vs_dynamic_statement("exceed", ["dara_asym", "static_asym"])))
         found.append(claim_checks.not_lower(table4a, "macro_pass1", "dara_asym", "static_asym", scale=scale,
-                                            what="held-out accuracy",
+                                            what="held-out accuracy", margin=non_inferiority_margin(config, "macro_pass1"),
                                             paper=reference.static_vs_dynamic_statement("accuracy", ["dara_asym", "static_asym"])))
     return found
 

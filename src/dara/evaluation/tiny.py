@@ -193,10 +193,13 @@ def evaluate_runs(runs: Sequence[RunToEvaluate], *, heldout_items: int, samples:
             mine = by_checkpoint.get(f"run{run_number}/step{step}")
             if mine is None:
                 continue  # not a tool-calling run
+            irrelevance = [v["valid"] for v in mine if v["category"] == "irrelevance"]
             record["metrics"].update({
                 "bfcl_accuracy": _mean(v["valid"] for v in mine),
                 "bfcl_format": _mean(v["format"] for v in mine),
                 "bfcl_accuracy_tool": _mean(v["valid"] for v in mine if v["category"] != "irrelevance"),
+                # NaN when the held-out items hold no irrelevance (no-tool) case
+                "bfcl_accuracy_irrelevance": _mean(irrelevance) if irrelevance else float("nan"),
             })  # fmt: skip
     for target, record in pending.values():
         write_json_atomic(target, record)

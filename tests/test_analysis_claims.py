@@ -1,0 +1,135 @@
+"""The "not lower" (non-inferiority) claims of dara.analysis.claims on hand-made summaries: the margin, the
+step-0 base beside both arms, and the "not informative" verdicts."""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dara.analysis import claims
+from dara.analysis.config import load_analysis_config
+from dara.analysis.paper_comparison import headline_claims, non_inferiority_margin
+from dara.analysis.paper_reference import PaperReference, PaperStatement
+
+REPO = Path(__file__).resolve().parents[1]
+NO_PAPER = PaperStatement("", "")
+
+
+def _summary(method: float, baseline: float, base: float | None = None, sd=(1.0, 1.0), metric="acc") -> pd.DataFrame:
+    rows = [{"method": "dara_sym", "metric": metric, "mean": method, "sd": sd[0], "n": 10},
+            {"method": "gdpo", "metric": metric, "mean": baseline, "sd": sd[1], "n": 8}]
+    if base is not None:
+        rows.append({"method": "base", "metric": metric, "mean": base, "sd": 0.0, "n": 18})
+    return pd.DataFrame(rows)
+
+
+def _claim(summary, margin=5.0, **options):
+    return claims.not_lower(summary, "acc", "dara_sym", "gdpo", margin=margin, paper=NO_PAPER, scale="t", what="a",
+                            **options)
+
+
+def test_within_the_margin_is_supported_and_the_text_states_base_and_margin():
+    claim = _claim(_summary(48.0, 52.0, base=10.0))  # 4 points lower, margin 5
+    assert claim.verdict == "supported"
+    assert claim.ours == "48.00 vs 52.00 (base 10.00; margin 5; pooled SD 1.00; n=10 vs 8)"
+    assert _claim(_summary(47.0, 52.0, base=10.0)).verdict == "supported"  # exactly at the margin
+
+
+def test_beyond_the_margin_is_not_supported_whatever_the_seed_noise():
+    # the old rule (one pooled SD) would call this supported: SD 10, gap 6
+    claim = _claim(_summary(46.0, 52.0, base=10.0, sd=(10.0, 10.0)))
+    assert claim.verdict == "not supported" and "pooled SD 10.00" in claim.ours
+    assert _claim(_summary(46.0, 52.0, base=10.0), margin=6.5).verdict == "supported"
+
+
+def test_both_arms_below_base_by_more_than_the_margin_is_not_informative():
+    claim = _claim(_summary(52.7, 52.1, base=75.0))
+    assert claim.verdict == "not informative"
+    assert claim.ours.startswith("52.70 vs 52.10 (base 75.00; margin 5;") and "below base" in claim.ours
+    # one arm within the margin of the base: informative again, and decided by the margin
+    assert _claim(_summary(71.0, 52.1, base=75.0)).verdict == "supported"
+    assert _claim(_summary(52.1, 71.0, base=75.0)).verdict == "not supported"
+    # a method far worse than its baseline is never "supported" by the not-informative route either
+    assert _claim(_summary(10.0, 60.0, base=75.0)).verdict == "not informative"
+
+
+@pytest.mark.parametrize("value", [0.0, 100.0])
+def test_both_arms_at_a_bound_of_the_metric_are_not_informative(value):
+    claim = _claim(_summary(value, value, sd=(0.0, 0.0)))  # no base row
+    assert claim.verdict == "not informative"
+    assert "base n/a" in claim.ours and f"bound {value:g}" in claim.ours
+    # one arm off the bound: decided by the margin
+    assert _claim(_summary(abs(value - 1.0), value)).verdict == "supported"
+
+
+def test_without_a_base_the_margin_decides():
+    assert _claim(_summary(48.0, 52.0)).verdict == "supported"
+    claim = _claim(_summary(40.0, 52.0))
+    assert claim.verdict == "not supported" and "(base n/a; margin 5;" in claim.ours
+
+
+def test_lower_is_better_mirrors_margin_and_base():
+    lower = dict(higher_is_better=False)
+    assert _claim(_summary(24.0, 20.0, base=60.0), **lower).verdict == "supported"  # 4 points higher, margin 5
+    assert _claim(_summary(26.0, 20.0, base=60.0), **lower).verdict == "not supported"
+    assert _claim(_summary(10.0, 30.0, base=60.0), **lower).verdict == "supported"  # lower is better
+    # both more than the margin above (worse than) the base
+    worse = _claim(_summary(80.0, 81.0, base=60.0), **lower)
+    assert worse.verdict == "not informative" and "above base" in worse.ours
+    # below the base is better, not uninformative
+    assert _claim(_summary(30.0, 31.0, base=60.0), **lower).verdict == "supported"
+    # exceed 0.00 vs 0.00: the budget never binds
+    assert _claim(_summary(0.0, 0.0, base=60.0, sd=(0.0, 0.0)), **lower).verdict == "not informative"
+    assert "is not higher than" in worse.claim
+
+
+def test_missing_arm_is_not_testable():
+    summary = _summary(50.0, 50.0).iloc[:1]
+    assert _claim(summary).verdict == "not testable"
+
+
+def test_the_margins_come_from_the_analysis_config():
+    for scale in ("tiny", "smoke", "paper"):
+        config = load_analysis_config(REPO / "analysis/config.yaml", scale)
+        assert {metric: non_inferiority_margin(config, metric)
+                for metric in ("average_accuracy", "average_format", "macro_pass1", "exceed")} == {
+            "average_accuracy": 5.0, "average_format": 5.0, "macro_pass1": 5.0, "exceed": 5.0}
+    with pytest.raises(KeyError, match="joint"):
+        non_inferiority_margin(config, "joint")
+
+
+def test_headline_claims_use_the_config_margin_and_the_step0_base(tmp_path):
+    config = load_analysis_config(REPO / "analysis/config.yaml", "tiny")
+    reference = PaperReference(REPO / "analysis/reference")
+    table1 = pd.DataFrame([
+        {"model": "tiny", "cohort": "step 0 (base policy)", "method": "base", "metric": "average_accuracy", "mean": 2.0, "sd": 0.0, "n": 30},
+        {"model": "tiny", "cohort": "step 0 (base policy)", "method": "base", "metric": "average_format", "mean": 90.0, "sd": 0.0, "n": 30},
+        {"model": "tiny", "cohort": "all runs", "method": "dara_sym", "metric": "average_accuracy", "mean": 41.0, "sd": 3.0, "n": 10},
+        {"model": "tiny", "cohort": "all runs", "method": "gdpo", "metric": "average_accuracy", "mean": 44.0, "sd": 3.0, "n": 10},
+        {"model": "tiny", "cohort": "all runs", "method": "grpo", "metric": "average_format", "mean": 70.0, "sd": 3.0, "n": 10},
+        {"model": "tiny", "cohort": "all runs", "method": "dara_sym", "metric": "average_format", "mean": 60.0, "sd": 3.0, "n": 10},
+        {"model": "tiny", "cohort": "all runs", "method": "gdpo", "metric": "average_format", "mean": 62.0, "sd": 3.0, "n": 10},
+        # the retained cohort must not be read as the final checkpoint
+        {"model": "tiny", "cohort": "retained", "method": "dara_sym", "metric": "average_accuracy", "mean": 10.0, "sd": 3.0, "n": 4},
+    ])
+    table4a = pd.DataFrame([
+        {"method": "base", "metric": "exceed", "mean": 70.0, "sd": 0.0, "n": 12},
+        {"method": "dara_asym", "metric": "exceed", "mean": 0.0, "sd": 0.0, "n": 3},
+        {"method": "static_asym", "metric": "exceed", "mean": 0.0, "sd": 0.0, "n": 3},
+        {"method": "base", "metric": "macro_pass1", "mean": 30.0, "sd": 0.0, "n": 12},
+        {"method": "dara_asym", "metric": "macro_pass1", "mean": 20.0, "sd": 5.0, "n": 3},
+        {"method": "static_asym", "metric": "macro_pass1", "mean": 14.0, "sd": 3.0, "n": 3},
+    ])
+    crossings = pd.DataFrame(columns=["task", "method", "G", "seed", "reward", "threshold", "step", "last_step"])
+    found = {c.claim: c for c in headline_claims(crossings, table1, None, None, table4a, config, reference)}
+    accuracy = found["DARA-Sym's final held-out accuracy is not lower than GDPO's"]
+    assert accuracy.verdict == "supported"  # 3 points lower, margin 5; base 2 far below both
+    assert accuracy.ours == "41.00 vs 44.00 (base 2.00; margin 5; pooled SD 3.00; n=10 vs 10)"
+    format_gdpo = found["DARA-Sym's final held-out format is not lower than GDPO's"]
+    assert format_gdpo.verdict == "not informative"  # both far below the base's 90
+    format_grpo = found["DARA-Sym's final held-out format is not lower than GRPO's"]
+    assert format_grpo.verdict == "not informative"  # 60 and 70, both below 90 - 5
+    exceed = found["DARA-Asym's share of responses over budget is not higher than Static-Asym's"]
+    assert exceed.verdict == "not informative" and "base 70.00" in exceed.ours
+    accuracy_4a = found["DARA-Asym's held-out accuracy is not lower than Static-Asym's"]
+    assert accuracy_4a.verdict == "not informative"  # 20 and 14 are both more than 5 below the base's 30
