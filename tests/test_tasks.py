@@ -134,3 +134,125 @@ def test_score_rejects_mismatched_lengths():
     task = get_task("toolcall")
     with pytest.raises(ValueError, match="responses"):
         task.score(["a", "b"], task.items("train", 1), [1, 1])
+
+
+def _tool_demos(task, items, repeats=1, seed=0):
+    rng = np.random.default_rng(seed)
+    pairs = [(item, task.demonstration(item, rng)) for _ in range(repeats) for item in items]
+    return [item for item, _ in pairs], [demo for _, demo in pairs]
+
+
+def test_toolcall_near_miss_rates_zero_keep_the_old_demonstrations():
+    """At rate 0 the options draw nothing: the demonstrations are those of the code before them, random stream
+    included (filler length, then the separator, per demonstration), so earlier warm starts are unchanged."""
+    from dara.tasks.toolcall import THINK_FILLER, ToolCallTask
+
+    options = dict(format_rate=0.3, think_filler_max=3)
+    task = get_task("toolcall", wrong_key_rate=0.0, wrong_value_rate=0.0, **options)
+    items = task.items("train", 300)
+    _, demos = _tool_demos(task, items)
+    assert demos == _tool_demos(get_task("toolcall", **options), items)[1]
+    rng = np.random.default_rng(0)
+    old = []
+    for item in items:  # the demonstration before wrong_key_rate and wrong_value_rate existed
+        n_filler = int(rng.integers(options["think_filler_max"] + 1))
+        think = " ".join(THINK_FILLER[:n_filler] + item["plan"].split())
+        separator = "\n" if rng.random() < options["format_rate"] else " "
+        old.append(ToolCallTask.answer_text(think, item["calls"], separator))
+    assert demos == old
+    rewards = task.score(demos, items, [1] * len(items))
+    with_tool = np.array([bool(item["calls"]) for item in items])
+    assert np.all(rewards[with_tool, 1] == 3.0) and np.all(rewards[~with_tool, 1] == 0.0)
+    assert all(('"parameters": {' in d) == bool(item["calls"]) and '"args"' not in d for d, item in zip(demos, items))
+
+
+def test_toolcall_wrong_key_demonstrations_score_minus_three_and_bfcl_reads_no_arguments():
+    from dara.evaluation.toolrl_format import decode_calls
+
+    task = get_task("toolcall", format_rate=1.0, wrong_key_rate=1.0)
+    items, demos = _tool_demos(task, task.items("train", 200))
+    rewards = task.score(demos, items, [1] * len(items))
+    with_tool = np.array([bool(item["calls"]) for item in items])
+    assert with_tool.sum() > 100 and (~with_tool).sum() > 10
+    assert np.all(rewards[with_tool, 1] == -3.0) and np.all(rewards[~with_tool, 1] == 0.0)
+    assert np.all(rewards[:, 0] == 1.0)  # the layout is untouched
+    for item, demo in zip(items, demos):
+        if item["calls"]:
+            assert '"args": {' in demo and '"parameters"' not in demo
+            assert decode_calls(demo) == [{"name": c["name"], "parameters": {}} for c in item["calls"]]
+
+
+def test_toolcall_wrong_value_demonstrations_change_exactly_one_argument_for_a_partial_score():
+    from dara.evaluation.toolrl_format import decode_calls
+
+    task = get_task("toolcall", format_rate=1.0, wrong_value_rate=1.0)
+    items, demos = _tool_demos(task, task.items("train", 200))
+    rewards = task.score(demos, items, [1] * len(items))
+    changed_names = set()
+    for item, demo, reward in zip(items, demos, rewards):
+        if not item["calls"]:
+            assert reward[1] == 0.0
+            continue
+        (call,), (decoded,) = item["calls"], decode_calls(demo)
+        assert decoded["name"] == call["name"] and set(decoded["parameters"]) == set(call["arguments"])
+        differing = [k for k in call["arguments"] if decoded["parameters"][k] != call["arguments"][k]]
+        assert len(differing) == 1
+        assert type(decoded["parameters"][differing[0]]) is type(call["arguments"][differing[0]])  # same kind
+        changed_names.add(differing[0])
+        assert -3.0 < reward[1] < 3.0
+    assert {"amount", "city", "unit"} <= changed_names  # integers and strings both get a wrong value
+
+
+@pytest.mark.parametrize("option", ["wrong_key_rate", "wrong_value_rate"])
+def test_toolcall_near_miss_rate_is_observed_within_binomial_tolerance(option):
+    from dara.evaluation.toolrl_format import decode_calls
+
+    rate = 0.3
+    task = get_task("toolcall", **{option: rate})
+    items, demos = _tool_demos(task, [i for i in task.items("train", 600) if i["calls"]], repeats=4)
+    if option == "wrong_key_rate":
+        hits = ['"args": {' in demo for demo in demos]
+    else:
+        hits = [decode_calls(demo)[0]["parameters"] != item["calls"][0]["arguments"]
+                for item, demo in zip(items, demos)]
+    n = len(hits)
+    assert n >= 2000
+    assert abs(np.mean(hits) - rate) < 4 * np.sqrt(rate * (1 - rate) / n)
+
+
+@pytest.mark.parametrize("option", ["wrong_key_rate", "wrong_value_rate"])
+@pytest.mark.parametrize("value", [-0.1, 1.5])
+def test_toolcall_near_miss_rates_outside_zero_one_raise(option, value):
+    with pytest.raises(ValueError, match=option):
+        get_task("toolcall", **{option: value})
+
+
+def _checks(task, items, seed=0):
+    rng = np.random.default_rng(seed)
+    return [task.demonstration(item, rng) for item in items]
+
+
+def test_math_hard_concise_rate_none_answers_hard_items_at_concise_rate():
+    items = get_task("math_length").items("train", 300)
+    plain = _checks(get_task("math_length", concise_rate=0.3), items)
+    assert _checks(get_task("math_length", concise_rate=0.3, hard_sum=10), items) == plain
+    assert _checks(get_task("math_length", concise_rate=0.3, hard_sum=None, hard_concise_rate=0.0), items) == plain
+    assert _checks(get_task("math_length", concise_rate=0.3, hard_sum=10, hard_concise_rate=0.3), items) == plain
+
+
+def test_math_hard_items_follow_hard_concise_rate():
+    task = get_task("math_length", concise_rate=1.0, hard_concise_rate=0.0, hard_sum=14)
+    items = task.items("train", 300)
+    hard = np.array([item["operands"][0] + item["operands"][1] >= 14 for item in items])
+    assert 10 < hard.sum() < len(items) - 10
+    checked = np.array(["Check:" in demo for demo in _checks(task, items)])
+    assert np.array_equal(checked, hard)
+    assert np.all(task.score(_checks(task, items), items, [1] * len(items))[:, 0] == 1.0)
+
+
+@pytest.mark.parametrize("hard_sum", [19, 20, -1])
+def test_math_hard_sum_outside_the_sums_raises(hard_sum):
+    with pytest.raises(ValueError, match="hard_sum"):
+        get_task("math_length", hard_sum=hard_sum)
+    with pytest.raises(ValueError, match="hard_concise_rate"):
+        get_task("math_length", hard_sum=10, hard_concise_rate=1.5)

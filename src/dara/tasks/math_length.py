@@ -3,8 +3,12 @@
 Problems ``a + b - c`` (single digits, non-negative result) answered with a short chain of steps and
 ``\\boxed{}``. Rewards: correctness {0, 1} by math-verify, and length {0, 1}: the response has at most
 ``length_budget`` tokens. The warm start learns answers padded with ``Check:`` lines (0 to ``max_checks``),
-and only ``concise_rate`` of demonstrations have none, so the length reward starts rare, as the 4000-token budget
-does for R1-distilled models (about 35 % compliance in the paper).
+and only ``concise_rate`` of demonstrations have none. With ``hard_sum`` set (0 to 18), items whose first sum is
+large (``a + b >= hard_sum``) are answered concisely in ``hard_concise_rate`` of their demonstrations instead (None:
+at ``concise_rate`` too); ``hard_sum`` None, the default, makes no item hard. With a low ``hard_concise_rate``, once
+training has taught the easy items to stay short, the violations left sit on those few items, so the length reward
+becomes sparse only near saturation, as in the paper (R1-distilled models start at about 35 % compliance under the
+4000-token budget, dense at G = 16, and the last violators are a tail of hard problems).
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ class MathLengthTask(Task):
     name = "math_length"
     reward_names = ("correctness", "length")
 
-    def __init__(self, *, length_budget: int = 24, concise_rate: float = 0.1, max_checks: int = 3):
+    def __init__(self, *, length_budget: int = 24, concise_rate: float = 0.1, max_checks: int = 3,
+                 hard_sum: int | None = None, hard_concise_rate: float | None = None):
         if length_budget < 1:
             raise ValueError(f"length_budget must be a positive number of tokens, got {length_budget}")
         if max_checks < 1:
@@ -28,6 +33,13 @@ class MathLengthTask(Task):
         self.length_budget = int(length_budget)
         self.concise_rate = check_rate("concise_rate", concise_rate)
         self.max_checks = int(max_checks)
+        if hard_sum is not None and not 0 <= hard_sum <= 18:
+            raise ValueError(f"hard_sum must be None (no hard items) or in [0, 18] (a + b of single digits), "
+                             f"got {hard_sum}")
+        self.hard_sum = None if hard_sum is None else int(hard_sum)
+        # None: hard items are answered like the others
+        self.hard_concise_rate = self.concise_rate if hard_concise_rate is None else check_rate(
+            "hard_concise_rate", hard_concise_rate)
 
     def _draw_item(self, rng: np.random.Generator) -> dict[str, Any]:
         a, b = (int(x) for x in rng.integers(0, 10, size=2))
@@ -42,7 +54,9 @@ class MathLengthTask(Task):
     def demonstration(self, item: dict[str, Any], rng: np.random.Generator) -> str:
         a, b, c = item["operands"]
         steps = f"{a} + {b} = {a + b}. {a + b} - {c} = {item['answer']}."
-        if rng.random() < self.concise_rate:
+        hard = self.hard_sum is not None and a + b >= self.hard_sum
+        concise_rate = self.hard_concise_rate if hard else self.concise_rate
+        if rng.random() < concise_rate:
             n_checks = 0
         else:
             n_checks = int(rng.integers(1, self.max_checks + 1))

@@ -5,9 +5,13 @@ A prompt lists a few tools by signature and a user request; the answer is ``<thi
 and correctness [-3, 3] (ToolRL's formulas), plus, for ``toolcall3``, a think block of at most
 ``think_max_words`` words.
 
-The warm start learns a near-miss layout: ``</think> <tool_call>`` (a space where ToolRL's format wants a newline)
-in all but ``format_rate`` of the demonstrations, so format is rare at step 0 while correctness is already
-partly earned, the imbalance the paper starts from (Qwen2.5-1.5B: 0.2 % format compliance).
+The warm start learns two near misses. A layout one: ``</think> <tool_call>`` (a space where ToolRL's format wants
+a newline) in all but ``format_rate`` of the demonstrations, so format is rare at step 0, the imbalance the paper
+starts from (Qwen2.5-1.5B: 0.2 % format compliance). And a content one: in ``wrong_key_rate`` of the demonstrations
+the calls name their arguments ``"args"`` instead of ToolRL's ``"parameters"``, which the correctness reward scores
+-3 and BFCL's decoder reads as a call without arguments, and in ``wrong_value_rate`` of them one argument holds
+another value of its kind than the request's (a partial score). Correctness then varies inside most groups (dense)
+and has room to grow, as the paper's base policy (7 % held-out accuracy) does.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ PHRASES = ["good morning", "thank you", "see you soon", "where is the station"]
 SYMBOLS = ["AAPL", "MSFT", "TSLA", "AMZN", "NVDA"]
 CONTACTS = ["Anna", "Ben", "Chloe", "David", "Emma"]
 TIMES = ["6am", "7am", "8am", "9pm", "10pm"]
+VALUE_POOLS = (CITIES, UNITS, CURRENCIES, ARTISTS, LANGUAGES, PHRASES, SYMBOLS, CONTACTS, TIMES)
 
 
 def _schema(name: str, description: str, params: dict[str, tuple[str, str]], required: list[str]) -> dict:
@@ -89,8 +94,24 @@ def _request(tool: str, rng: np.random.Generator) -> tuple[str, dict[str, Any], 
     raise ValueError(f"no request template for tool {tool!r}")
 
 
+def _with_wrong_value(call: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+    """``call`` with one argument (drawn at random) replaced by another value of the same kind."""
+    arguments = dict(call["arguments"])
+    name = sorted(arguments)[int(rng.integers(len(arguments)))]
+    value = arguments[name]
+    if isinstance(value, int):
+        arguments[name] = value + int(rng.integers(1, 10))
+    else:
+        pool = next(pool for pool in VALUE_POOLS if value in pool)
+        others = [v for v in pool if v != value]
+        arguments[name] = others[int(rng.integers(len(others)))]
+    return {**call, "arguments": arguments}
+
+
 NO_TOOL_REQUESTS = ["Tell me a joke.", "Who are you?", "Write a poem about rain.", "What is your favourite colour?"]
 NO_TOOL_ANSWER = "I cannot do that with these tools."
+# The near-miss key of ``wrong_key_rate`` demonstrations: ToolRL's calls carry their arguments under "parameters".
+WRONG_KEY = "args"
 # Words that lengthen a think block without changing its meaning (the three-reward variant's length axis).
 THINK_FILLER = "first I read the request and then I check which of the listed tools fits it best".split()
 
@@ -99,7 +120,8 @@ class ToolCallTask(Task):
     """``toolcall`` (format, correctness) and ``toolcall3`` (format, correctness, think_length)."""
 
     def __init__(self, *, three_rewards: bool = False, tools_per_prompt: int = 3, no_tool_rate: float = 0.15,
-                 format_rate: float = 0.05, think_max_words: int = 4, think_filler_max: int = 0):
+                 format_rate: float = 0.05, think_max_words: int = 4, think_filler_max: int = 0,
+                 wrong_key_rate: float = 0.0, wrong_value_rate: float = 0.0):
         if tools_per_prompt < 1 or tools_per_prompt > len(TOOLS):
             raise ValueError(f"tools_per_prompt must be in [1, {len(TOOLS)}], got {tools_per_prompt}")
         if think_max_words < 1 or think_filler_max < 0:
@@ -110,6 +132,8 @@ class ToolCallTask(Task):
         self.tools_per_prompt = tools_per_prompt
         self.no_tool_rate = check_rate("no_tool_rate", no_tool_rate)
         self.format_rate = check_rate("format_rate", format_rate)
+        self.wrong_key_rate = check_rate("wrong_key_rate", wrong_key_rate)
+        self.wrong_value_rate = check_rate("wrong_value_rate", wrong_value_rate)
         self.think_max_words = think_max_words
         self.think_filler_max = think_filler_max
 
@@ -136,12 +160,15 @@ class ToolCallTask(Task):
         }
 
     @staticmethod
-    def answer_text(think: str, calls: list[dict[str, Any]], separator: str = "\n") -> str:
-        """ToolRL's layout; ``separator`` after ``</think>`` is a newline in the format the reward accepts."""
+    def answer_text(think: str, calls: list[dict[str, Any]], separator: str = "\n", key: str = "parameters") -> str:
+        """ToolRL's layout; ``separator`` after ``</think>`` is a newline in the format the reward accepts, and
+        ``key`` names each call's arguments ("parameters" in ToolRL's format)."""
         from dara.rewards.toolrl import render_answer
 
         if calls:
             text = render_answer(think, calls=[{"name": c["name"], "parameters": c["arguments"]} for c in calls])
+            if key != "parameters":  # json.dumps writes the key once per call line, as '"parameters": {'
+                text = text.replace('"parameters": {', f'"{key}": {{')
         else:
             text = render_answer(think, response=NO_TOOL_ANSWER)
         return text.replace("</think>\n", "</think>" + separator, 1)
@@ -150,7 +177,13 @@ class ToolCallTask(Task):
         n_filler = int(rng.integers(self.think_filler_max + 1))
         think = " ".join(THINK_FILLER[:n_filler] + item["plan"].split())
         separator = "\n" if rng.random() < self.format_rate else " "
-        return self.answer_text(think, item["calls"], separator)
+        # A near miss at rate 0 draws nothing, so the demonstrations (and warm starts) of tasks without them are
+        # those of the code before the option existed, random stream included.
+        key = WRONG_KEY if self.wrong_key_rate and rng.random() < self.wrong_key_rate else "parameters"
+        calls = item["calls"]
+        if calls and self.wrong_value_rate and rng.random() < self.wrong_value_rate:
+            calls = [_with_wrong_value(call, rng) for call in calls]
+        return self.answer_text(think, calls, separator, key)
 
     def score_outcomes(self, responses: Sequence[str], items: Sequence[dict[str, Any]],
                        n_tokens: Sequence[int]) -> ScoredBatch:
