@@ -8,7 +8,7 @@ import yaml
 import dara.tiny.trainer as trainer_module
 from dara.experiments import default_settings, default_warm_start
 from dara.tiny.policy import encode_prompts, generate, load_policy, rollout, token_logprobs
-from dara.tiny.trainer import TrainArgs, train
+from dara.tiny.trainer import TrainArgs, learning_rate, train
 from dara.tiny.warmstart import warm_start
 
 torch.set_num_threads(1)
@@ -45,7 +45,7 @@ def test_one_step_writes_metrics_config_revision_and_checkpoints(act_policy, tmp
     for name in ("accuracy", "admissible", "format"):
         for prefix in ("reward", "density", "weight", "active_groups", "energy_pos", "energy_neg"):
             assert f"{prefix}/{name}" in saved.columns
-    for column in ("entropy", "response_length", "clip_fraction", "seconds"):
+    for column in ("entropy", "response_length", "clip_fraction", "learning_rate", "seconds"):
         assert column in saved.columns and saved[column].notna().all()
     assert saved["kl"].isna().all()  # kl_coef 0: no reference forward, so no KL to log
     assert saved["reward/format"].between(-0.5, 0.0).all()
@@ -72,8 +72,10 @@ def test_training_changes_the_policy(act_policy, tmp_path):
     assert any(not torch.equal(before[k], after[k]) for k in before)
 
 
-def test_a_killed_run_resumes_to_the_same_metrics(act_policy, tmp_path, monkeypatch):
-    reference = train(_args(act_policy, tmp_path / "uninterrupted"))
+@pytest.mark.parametrize("lr_warmup_updates", [0, 5])
+def test_a_killed_run_resumes_to_the_same_metrics(act_policy, tmp_path, monkeypatch, lr_warmup_updates):
+    """With a warm-up too: the schedule follows the update's number, which a resumed run recomputes."""
+    reference = train(_args(act_policy, tmp_path / "uninterrupted", lr_warmup_updates=lr_warmup_updates))
 
     real = trainer_module.compute_advantages
     calls = {"n": 0}
@@ -86,15 +88,19 @@ def test_a_killed_run_resumes_to_the_same_metrics(act_policy, tmp_path, monkeypa
 
     monkeypatch.setattr(trainer_module, "compute_advantages", dies_at_step_three)
     with pytest.raises(KeyboardInterrupt):
-        train(_args(act_policy, tmp_path / "resumed"))
+        train(_args(act_policy, tmp_path / "resumed", lr_warmup_updates=lr_warmup_updates))
     assert not (tmp_path / "resumed" / "metrics.parquet").exists()
     assert (tmp_path / "resumed" / "state.pt").exists()
     monkeypatch.setattr(trainer_module, "compute_advantages", real)
-    resumed = train(_args(act_policy, tmp_path / "resumed"))
+    resumed = train(_args(act_policy, tmp_path / "resumed", lr_warmup_updates=lr_warmup_updates))
 
     assert calls["n"] == 4  # the resumed run redid only steps 2 and 3, with the real function
     columns = [c for c in reference.columns if c != "seconds"]
     pd.testing.assert_frame_equal(reference[columns], resumed[columns])
+    # two updates a step: the learning rate of each step's last update, numbers 1, 3, 5, 7
+    peak = default_settings()["learning_rate"]
+    assert reference["learning_rate"].tolist() == pytest.approx(
+        [peak * min(1, u / lr_warmup_updates) if lr_warmup_updates else peak for u in (1, 3, 5, 7)])
     final_a = load_policy(tmp_path / "uninterrupted" / "checkpoints" / "step4")[1].state_dict()
     final_b = load_policy(tmp_path / "resumed" / "checkpoints" / "step4")[1].state_dict()
     assert all(torch.equal(final_a[k], final_b[k]) for k in final_a)
@@ -119,10 +125,19 @@ def test_gd2po_and_static_methods_run(act_policy, tmp_path):
     ({"static_weights": [1, 2, 3]}, "static_weights"),
     ({"responses_per_step": 15}, "multiple of group_size"),
     ({"group_size": 1}, "group_size"),
+    ({"lr_warmup_updates": -1}, "lr_warmup_updates"),
 ])
 def test_bad_arguments_raise(overrides, message, tmp_path):
     with pytest.raises(ValueError, match=message):
         _args("unused", tmp_path, **overrides)
+
+
+def test_learning_rate_warms_up_linearly_over_the_first_updates(tmp_path):
+    constant = _args("unused", tmp_path, learning_rate=0.01, lr_warmup_updates=0)
+    assert [learning_rate(u, constant) for u in (0, 1, 5)] == [0.01] * 3
+    warm = _args("unused", tmp_path, learning_rate=0.01, lr_warmup_updates=4)
+    assert [learning_rate(u, warm) for u in range(7)] == pytest.approx([0, 0.0025, 0.005, 0.0075, 0.01, 0.01, 0.01])
+    assert learning_rate(2, warm) == warm.learning_rate / 2 and learning_rate(1000, warm) == warm.learning_rate
 
 
 def test_generate_is_reproducible_from_a_seed(act_policy):

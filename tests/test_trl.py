@@ -309,7 +309,7 @@ def _experiment(tmp_path) -> Path:
         "scale": "trltest", "description": "two short toolcall runs", "backend": "tiny",
         "settings": {"steps": 2, "responses_per_step": 16, "max_new_tokens": 12, "temperature": 1.0,
                      "prompt_pool": 60, "w_max": 5.0, "batch_norm": "token", "learning_rate": 0.001,
-                     "minibatches": 2, "clip_ratio": 0.2, "kl_coef": 0.0, "entropy_coef": 0.0, "max_grad_norm": 1.0,
+                     "lr_warmup_updates": 3, "minibatches": 2, "clip_ratio": 0.2, "kl_coef": 0.0, "entropy_coef": 0.0, "max_grad_norm": 1.0,
                      "eval_every": 1, "state_every": 1, "wandb": False},
         "tasks": {"toolcall": {"options": TOOLCALL_OPTIONS}},
         "targets": {"toolcall": {"task": "toolcall", "methods": ["gdpo", "dara_asym"], "group_sizes": [G],
@@ -363,12 +363,52 @@ def test_cli_writes_the_tiny_trainers_schema_for_the_tiny_trainers_prompts(polic
     assert others.notna().all().all()
     assert (trl_frame["reward/sum"] - trl_frame["reward/format"] - trl_frame["reward/correctness"]).abs().max() < 1e-5
     assert (trl_frame["n_groups"] == 16 / G).all() and (trl_frame["seconds"] > 0).all()
+    # the same warm-up in both trainers: the last updates of the two steps are updates 1 and 3 of a 3-update ramp
+    assert trl_frame["learning_rate"].tolist() == pytest.approx(tiny_frame["learning_rate"].tolist())
+    assert tiny_frame["learning_rate"].tolist() == pytest.approx([0.001 / 3, 0.001])
     config = yaml.safe_load((runs / "seed1" / "config.yaml").read_text())
     assert config["backend"] == "trl" and config["method"] == "dara_asym" and config["trl"]["loss_type"] == "bnpo"
     assert config["trl"]["max_steps"] == 4 and config["trl"]["per_device_train_batch_size"] == 8
+    assert config["trl"]["lr_scheduler_type"] == "constant_with_warmup" and config["trl"]["warmup_steps"] == 3
     assert (runs / "seed1" / "git_revision.txt").read_text().startswith("revision: ")
     assert sorted(p.name for p in (runs / "seed1" / "checkpoints").iterdir()) == ["step0", "step1", "step2"]
     assert not list((runs / "seed1").rglob("*.tmp*"))
+
+
+@pytest.mark.parametrize("warmup", [0, 4])
+def test_trl_config_maps_the_learning_rate_warm_up_to_transformers_schedule(tmp_path, warmup):
+    """TRL's scheduler, built from the config as transformers' Trainer builds it, gives every optimizer update the
+    learning rate the tiny trainer gives it (dara.tiny.trainer.learning_rate)."""
+    from transformers import SchedulerType, get_constant_schedule_with_warmup, get_scheduler
+
+    from dara.experiments import default_settings
+    from dara.tiny.trainer import TrainArgs, learning_rate
+    from dara.trl.train import trl_config
+
+    args = TrainArgs(**{**default_settings(), "task": "toolcall", "method": "gdpo", "policy": "unused",
+                        "out": str(tmp_path), "group_size": G, "seed": 0, "task_options": TOOLCALL_OPTIONS,
+                        "steps": 5, "minibatches": 2, "learning_rate": 0.01, "lr_warmup_updates": warmup,
+                        "progress": False})
+    config = trl_config(args, tmp_path / "trl")
+    assert SchedulerType(config.lr_scheduler_type).value == ("constant_with_warmup" if warmup else "constant")
+    assert config.warmup_steps == warmup and config.learning_rate == 0.01 and config.max_steps == 10
+    expected = [learning_rate(update, args) for update in range(config.max_steps)]
+    assert expected[:5] == pytest.approx([0, 0.0025, 0.005, 0.0075, 0.01] if warmup else [0.01] * 5)
+
+    def schedule(make):
+        optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=config.learning_rate)
+        scheduler = make(optimizer)
+        rates = []
+        for _ in range(config.max_steps):  # the Trainer's order: the update at the current lr, then the scheduler
+            rates.append(optimizer.param_groups[0]["lr"])
+            optimizer.step()
+            scheduler.step()
+        return rates
+
+    assert schedule(lambda opt: get_scheduler(config.lr_scheduler_type, opt,
+                                              num_warmup_steps=config.get_warmup_steps(config.max_steps),
+                                              num_training_steps=config.max_steps)) == pytest.approx(expected)
+    assert schedule(lambda opt: get_constant_schedule_with_warmup(opt, warmup)) == pytest.approx(expected)
 
 
 def test_cli_refuses_mismatched_seeds_and_unknown_runs(policy, tmp_path):

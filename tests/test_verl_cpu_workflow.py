@@ -76,6 +76,10 @@ def test_the_twins_settings_match_verls():
         verl, tiny = verl_run.settings, twin.settings
         assert tiny["steps"] == verl["steps"] and tiny["responses_per_step"] == verl["responses_per_step"]
         assert tiny["learning_rate"] == verl["verl"]["actor_rollout_ref.actor.optim.lr"]
+        # verl steps its scheduler once per rollout step, the tiny trainer once per update: the warm-ups agree
+        # only with one minibatch a step (or none)
+        assert tiny["lr_warmup_updates"] == verl["verl"].get("actor_rollout_ref.actor.optim.lr_warmup_steps", 0)
+        assert tiny["lr_warmup_updates"] == 0 or tiny["minibatches"] == 1
         assert tiny["kl_coef"] == verl["verl"]["actor_rollout_ref.actor.kl_loss_coef"]
         assert tiny["clip_ratio"] == verl["verl"]["actor_rollout_ref.actor.clip_ratio"]
         assert tiny["max_grad_norm"] == verl["verl"]["actor_rollout_ref.actor.grad_clip"]

@@ -81,6 +81,8 @@ class TrainArgs:
     # --- optimisation
     learning_rate: float
     """AdamW learning rate"""
+    lr_warmup_updates: int
+    """linear warm-up of the learning rate over the first this many optimizer updates (0: constant)"""
     minibatches: int
     """PPO updates per step (one epoch over the step's responses)"""
     clip_ratio: float
@@ -114,6 +116,8 @@ class TrainArgs:
                              f"group_size={self.group_size}")
         if self.steps < 1 or self.minibatches < 1 or self.eval_every < 1 or self.state_every < 1:
             raise ValueError("steps, minibatches, eval_every and state_every must be >= 1")
+        if self.lr_warmup_updates < 0:
+            raise ValueError(f"lr_warmup_updates must be >= 0, got {self.lr_warmup_updates}")
         if self.responses_per_step % self.minibatches:
             raise ValueError(f"responses_per_step={self.responses_per_step} is not a multiple of "
                              f"minibatches={self.minibatches}")
@@ -139,10 +143,22 @@ class TrainArgs:
         return values
 
 
-def ppo_update(model, optimizer, ref_logp, old_logp, batch, advantages, loss_weights, args: TrainArgs):
+def learning_rate(update: int, args: TrainArgs) -> float:
+    """The learning rate of optimizer update number ``update`` (0-based): linear warm-up from 0, then constant, as
+    the constant-with-warm-up schedules of transformers (TRL) and verl (``update / warm-up``, so update 0 only fills
+    Adam's moments). A fresh AdamW's first updates move every weight by about the learning rate whatever the
+    gradient's scale (bias correction); the warm-up keeps them from drifting the warm-start policy."""
+    if args.lr_warmup_updates <= 0:
+        return args.learning_rate
+    return args.learning_rate * min(1.0, update / args.lr_warmup_updates)
+
+
+def ppo_update(model, optimizer, ref_logp, old_logp, batch, advantages, loss_weights, args: TrainArgs,
+               first_update: int = 0):
     """One epoch of PPO-clip over ``args.minibatches`` shuffled minibatches; returns clip fraction and entropy.
 
     Log-probs here are over response tokens only, (B, response width); ``ref_logp`` is None when ``kl_coef`` is 0.
+    ``first_update`` numbers this epoch's first optimizer update (for the learning-rate schedule).
     """
     ids, attention = batch["input_ids"], batch["attention_mask"]
     width = int(batch["prompt_length"])
@@ -150,7 +166,7 @@ def ppo_update(model, optimizer, ref_logp, old_logp, batch, advantages, loss_wei
     mask = batch["response_mask"].float()
     order = torch.randperm(ids.shape[0])
     clipped_tokens, entropy_sum, tokens = 0.0, 0.0, 0.0
-    for chunk in order.chunk(args.minibatches):
+    for update, chunk in enumerate(order.chunk(args.minibatches), start=first_update):
         logp, entropy = token_logprobs(model, ids[chunk], attention[chunk], with_entropy=True, start=width,
                                        entropy_grad=args.entropy_coef != 0)
         m = mask[chunk]
@@ -169,6 +185,8 @@ def ppo_update(model, optimizer, ref_logp, old_logp, batch, advantages, loss_wei
         model.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(update, args)
         optimizer.step()
         clipped_tokens += float(((loss_clipped > loss_unclipped).float() * m).sum())
         entropy_sum += float((entropy.detach() * m).sum())
@@ -277,7 +295,7 @@ def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported la
             log_ratio = ref_logp - old_logp
             kl = float(((torch.exp(log_ratio) - log_ratio - 1) * response_mask).sum() / response_mask.sum())
         clip_fraction, entropy = ppo_update(model, optimizer, ref_logp, old_logp, batch, result.advantages,
-                                            result.loss_weights, args)
+                                            result.loss_weights, args, first_update=step * args.minibatches)
 
         row = {"step": step}
         row.update({f"reward/{name}": float(rewards[:, k].mean()) for k, name in enumerate(task.reward_names)})
@@ -287,6 +305,8 @@ def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported la
         row.update({"entropy": entropy, "response_length": float(np.mean(lengths)), "clip_fraction": clip_fraction,
                     "kl": kl, "loss_weight": float(result.loss_weights.mean()),
                     "advantage_abs": float(result.advantages.abs().mean()),
+                    # the learning rate of the step's last optimizer update (its warm-up, lr_warmup_updates)
+                    "learning_rate": float(optimizer.param_groups[0]["lr"]),
                     "seconds": time.perf_counter() - started})
         rows.append(row)
         if run is not None:

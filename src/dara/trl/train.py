@@ -11,8 +11,9 @@ How the tiny trainer's settings map onto TRL (``trl_config``): one rollout step 
 ``responses_per_step`` completions (``steps_per_generation = minibatches`` optimizer steps of
 ``responses_per_step / minibatches`` completions each, one epoch), so ``max_steps = steps * minibatches``;
 ``loss_type="bnpo"`` (token mean per minibatch, the tiny trainer's loss; TRL's default is ``dapo``), constant
-learning rate, AdamW without weight decay, ``epsilon = clip_ratio``, ``beta = kl_coef``. Differences that remain
-are listed in docs/trl.md.
+learning rate after a linear warm-up over ``lr_warmup_updates`` optimizer steps (``constant_with_warmup``; plain
+``constant`` at 0), AdamW without weight decay, ``epsilon = clip_ratio``, ``beta = kl_coef``. Differences that
+remain are listed in docs/trl.md.
 
 Row ``step = s`` of ``metrics.parquet`` describes the rollouts of the policy after ``s`` rollout steps, as in the
 tiny trainer, and ``checkpoints/step{s}`` is that policy. Runs do not resume: a killed run starts over.
@@ -28,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from transformers import TrainerCallback
+from transformers import SchedulerType, TrainerCallback
 
 from dara.io import replace_atomically
 from dara.provenance import write_run_provenance
@@ -94,7 +95,10 @@ def trl_config(args: TrainArgs, output_dir: str | Path) -> DaraGRPOConfig:
         gradient_accumulation_steps=1, steps_per_generation=args.minibatches, num_iterations=1,
         num_generations=args.group_size, max_steps=args.steps * args.minibatches,
         max_completion_length=args.max_new_tokens, temperature=args.temperature, top_p=1.0, top_k=0,
-        learning_rate=args.learning_rate, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0,
+        learning_rate=args.learning_rate, weight_decay=0.0,
+        # dara.tiny.trainer.learning_rate's schedule: transformers' constant one, with its linear warm-up from 0
+        lr_scheduler_type="constant_with_warmup" if args.lr_warmup_updates else "constant",
+        warmup_steps=args.lr_warmup_updates,
         optim="adamw_torch", max_grad_norm=args.max_grad_norm, epsilon=args.clip_ratio, beta=args.kl_coef,
         entropy_coef=args.entropy_coef, loss_type=LOSS_TYPE, shuffle_dataset=False, logging_steps=1,
         save_strategy="no", report_to="wandb" if args.wandb else "none", disable_tqdm=not args.progress,
@@ -149,6 +153,8 @@ class _RunRecorder(TrainerCallback):
             "kl": float(np.mean(kl)) if kl else math.nan,
             "loss_weight": first[METRIC_PREFIX + "loss_weight"],
             "advantage_abs": first[METRIC_PREFIX + "advantage_abs"],
+            # the learning rate of the rollout's last optimizer update (transformers logs the one an update used)
+            "learning_rate": float(logs[-1]["learning_rate"]),
             "seconds": float(sum(log["step_time"] for log in logs)),
         })
         return row
@@ -168,7 +174,8 @@ def train(args: TrainArgs) -> pd.DataFrame:
     trl_settings = {"version": trl.__version__, "loss_type": config.loss_type, "beta": config.beta,
                     "epsilon": config.epsilon, "per_device_train_batch_size": config.per_device_train_batch_size,
                     "steps_per_generation": config.steps_per_generation, "max_steps": config.max_steps,
-                    "lr_scheduler_type": str(config.lr_scheduler_type)}
+                    "lr_scheduler_type": SchedulerType(config.lr_scheduler_type).value,
+                    "warmup_steps": config.warmup_steps}
     write_run_provenance(out, {**args.resolved(), "policy": args.policy, "backend": BACKEND, "trl": trl_settings})
 
     task = get_task(args.task, **args.task_options)
