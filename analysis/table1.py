@@ -18,10 +18,15 @@ PAPER_COLUMNS = ["live_accuracy", "live_format", "non_live_accuracy", "non_live_
 
 
 def summarise_model(evaluations, mapping, retention_metric, retention_threshold):
-    """Step-0, all-runs and retained-runs summaries of one model's evaluations at its main group size."""
+    """Step-0, all-runs and retained-runs summaries of one model's evaluations at its main group size, and the
+    metrics no evaluation has a value of (left out of the summaries; a metric some evaluations lack still raises)."""
     scores = paper_metrics(evaluations, mapping)
     group_size = main_group_size(scores)  # the group-size sweep is fig3's; the table is at the main G
     scores = scores[scores["G"] == group_size]
+    # NaN in every evaluation: not measurable on these held-out items (dara.evaluation.tiny writes
+    # bfcl_accuracy_irrelevance NaN when they hold no no-tool case)
+    unmeasured = [name for name in mapping if scores[name].isna().all()]
+    mapping = {name: key for name, key in mapping.items() if name not in unmeasured}
     final = final_checkpoint(scores)
     base = scores[scores["step"] == 0].assign(method="base")
     retention = retain_runs(final, retention_metric, retention_threshold)
@@ -33,7 +38,7 @@ def summarise_model(evaluations, mapping, retention_metric, retention_threshold)
     if not retention.retained.empty:
         parts.append(summarise_metrics(retention.retained, list(mapping), by=["method"])
                      .assign(cohort="retained", step=final_step))
-    return pd.concat(parts, ignore_index=True).assign(G=group_size), retention
+    return pd.concat(parts, ignore_index=True).assign(G=group_size), retention, unmeasured
 
 
 def main(argv=None):
@@ -55,9 +60,12 @@ def main(argv=None):
                   "Live / Non-Live / Multi-Turn split).", ""]
     summaries = []
     for model, evaluations in by_model.items():
-        summary, retention = summarise_model(evaluations, mapping, rule["metric"], rule["threshold"])
+        summary, retention, unmeasured = summarise_model(evaluations, mapping, rule["metric"], rule["threshold"])
         summaries.append(summary.assign(model=model or inputs.scale))
         lines += [f"## {model or f'{inputs.scale}-scale policy'} (G={int(summary['G'].iloc[0])})", ""]
+        if unmeasured:
+            lines += [f"Not measured on these held-out items: {', '.join(unmeasured)} (no evaluation has a value; "
+                      "irrelevance accuracy needs held-out items that call no tool).", ""]
         for cohort, rows in summary.groupby("cohort", sort=False):
             lines += [f"### {cohort} (step {int(rows['step'].iloc[0])})", "",
                       pivot_mean_sd(rows, ["method"], list(mapping)).to_markdown(index=False), ""]

@@ -186,3 +186,35 @@ def test_survival_figure_and_table_carry_the_effect_sizes(results):
     assert table.loc["dara_asym", "median_difference"] < 0
     assert table.loc["dara_asym", "ci_low"] <= table.loc["dara_asym", "median_difference"] <= table.loc["dara_asym", "ci_high"]
     assert pd.isna(table.loc["gdpo", "median_difference"])  # the baseline against itself
+
+
+def _without_irrelevance(results, tmp_path, runs):
+    """The synthetic tool evaluations, with bfcl_accuracy_irrelevance NaN (as dara.evaluation.tiny writes it for
+    held-out items without a no-tool case) in the runs for which ``runs(path)`` is true."""
+    import json
+
+    copy = tmp_path / "tiny"
+    shutil.copytree(results / "eval" / "toolcall", copy / "eval" / "toolcall")
+    for path in copy.glob("eval/toolcall/**/step*.json"):
+        if runs(path):
+            record = json.loads(path.read_text())
+            record["metrics"]["bfcl_accuracy_irrelevance"] = float("nan")
+            path.write_text(json.dumps(record))  # NaN, as json.dump writes it
+    return copy
+
+
+def test_table1_leaves_out_a_metric_no_evaluation_measured_and_says_so(results, tmp_path):
+    copy = _without_irrelevance(results, tmp_path, lambda path: True)
+    run_script("table1", copy, metrics=False)
+    table = pd.read_csv(copy / "tables/table1.csv")
+    assert "irrelevance_accuracy" not in set(table["metric"])
+    assert {"average_accuracy", "average_format", "accuracy_with_irrelevance"} <= set(table["metric"])
+    assert set(table["cohort"]) == {"step 0 (base policy)", "all runs", "retained"}
+    text = (copy / "tables/table1.md").read_text()
+    assert "Not measured on these held-out items: irrelevance_accuracy" in text
+
+
+def test_table1_refuses_a_metric_only_some_evaluations_lack(results, tmp_path):
+    copy = _without_irrelevance(results, tmp_path, lambda path: "seed0" in path.parts)
+    with pytest.raises(ValueError, match="missing 'irrelevance_accuracy'"):
+        run_script("table1", copy, metrics=False)

@@ -26,6 +26,7 @@ import pandas as pd
 from IPython.display import display
 
 from dara.analysis import figures
+from dara.analysis.config import load_analysis_config
 from dara.analysis.runs import load_evaluations, load_metrics
 from dara.analysis.effect_size import bootstrap_median_difference, crossing_steps
 from dara.analysis.kaplan_meier import logrank_test
@@ -38,21 +39,24 @@ REPO = next(folder for folder in (Path.cwd(), *Path.cwd().parents) if (folder / 
 RESULTS = REPO / os.environ.get("DARA_RESULTS", "results/tiny")
 SCALE = RESULTS.name
 REFERENCE = REPO / os.environ.get("DARA_REFERENCE", "analysis/reference")
+# The evaluation keys of the tables (analysis/config.yaml evaluation_metrics), so the figure shows what they show.
+TOOL_METRICS = load_analysis_config(REPO / "analysis/config.yaml", SCALE)["evaluation_metrics"]["tool"]
 evaluations = load_evaluations(sorted(RESULTS.glob("eval/*/*/G*/seed*/step*.json")))
 metrics = load_metrics(sorted(RESULTS.glob("runs/*/*/G*/seed*/metrics.parquet")))
 
 # %% [markdown]
 # ## Held-out tool calling across checkpoints (Figure 2 analogue)
 #
-# The tiny evaluation scores every checkpoint on held-out BFCL-style cases; accuracy and format are the
-# fraction of cases passing bfcl-eval's checker and the paper's format rule.
+# The tiny evaluation scores every checkpoint on held-out BFCL-style cases; accuracy is the fraction of the cases
+# that call a tool passing bfcl-eval's checker (the paper's categories leave out irrelevance), format the fraction
+# of all cases passing the paper's format rule (the keys are `analysis/config.yaml`'s `evaluation_metrics.tool`).
 
 # %%
 tool = evaluations[evaluations["task"] == "toolcall"]
 tool = tool[tool["G"] == main_group_size(tool)]
 figure, axes = figures.new_figure(2)
-for ax, (column, label) in zip(axes, [("metrics/bfcl_accuracy", "held-out accuracy (%)"),
-                                      ("metrics/bfcl_format", "held-out format (%)")]):
+for ax, (column, label) in zip(axes, [(TOOL_METRICS["average_accuracy"], "held-out tool accuracy (%)"),
+                                      (TOOL_METRICS["average_format"], "held-out format (%)")]):
     figures.plot_checkpoint_means(ax, tool, column)
     figures.finish(ax, "training step (checkpoint)", label, legend=ax is axes[-1])
 figure.suptitle(f"toolcall: checkpoint-wise held-out scores{figures.scale_note(SCALE)}")

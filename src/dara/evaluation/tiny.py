@@ -194,11 +194,12 @@ def evaluate_runs(runs: Sequence[RunToEvaluate], *, heldout_items: int, samples:
             if mine is None:
                 continue  # not a tool-calling run
             irrelevance = [v["valid"] for v in mine if v["category"] == "irrelevance"]
+            tool = [v["valid"] for v in mine if v["category"] != "irrelevance"]
             record["metrics"].update({
                 "bfcl_accuracy": _mean(v["valid"] for v in mine),
                 "bfcl_format": _mean(v["format"] for v in mine),
-                "bfcl_accuracy_tool": _mean(v["valid"] for v in mine if v["category"] != "irrelevance"),
-                # NaN when the held-out items hold no irrelevance (no-tool) case
+                # NaN when the held-out items hold no case of the kind (analysis/table1.py then leaves it out)
+                "bfcl_accuracy_tool": _mean(tool) if tool else float("nan"),
                 "bfcl_accuracy_irrelevance": _mean(irrelevance) if irrelevance else float("nan"),
             })  # fmt: skip
     for target, record in pending.values():
