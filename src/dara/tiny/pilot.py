@@ -1,0 +1,171 @@
+"""Short calibration pilots of the tiny scale: a warm start and a few runs with settings overridden, and the regime
+numbers that decide a setting (docs/tiny_scale.md, "Calibration").
+
+    python -m dara.tiny.pilot --experiment tiny --target toolcall --methods gdpo dara_sym --seeds 0 1 \\
+        --set learning_rate=3e-4 --option wrong_key_rate=0.7 --out results/pilots/toolcall-lr3e-4
+
+Settings resolve as for the target's runs (`dara.experiments.run_settings`); ``--set KEY=VALUE`` overrides a run
+setting and ``--option KEY=VALUE`` a task option (both parsed as YAML scalars), ``--group-size`` the target's G. The
+warm start is made once per ``--out`` folder (and reused while the task options are unchanged). For every run the
+pilot prints and writes ``<out>/pilot.csv``:
+
+- step-0 density of each reward and DARA's weight on it (the first rollout batch, before any update);
+- each reward's share of the z-score energy at step 0, which is GDPO's share of the advantage energy
+  (``energy_share/<reward>``: sum of z^2 over the channel / over all channels), and the run's own share after its
+  weights (``energy_share_calibrated/<reward>``), both as medians over steps 0-4 too (``..._first5``);
+- each reward's batch mean at step 0 and at the last step, and the first step its mean reaches a threshold
+  (``--crossing REWARD=THRESHOLD``);
+- with ``--heldout N``: each reward's mean on N held-out items at the evaluation's sampling (temperature 0.6,
+  top-p 0.95, one sample each) for the warm start and the final policy, and for toolcall the share of tool items
+  whose first call is exactly right (correctness 3), a quick stand-in for BFCL's tool accuracy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+
+def _assignments(pairs: list[str], flag: str) -> dict[str, Any]:
+    found = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise SystemExit(f"{flag} takes KEY=VALUE, got {pair!r}")
+        key, value = pair.split("=", 1)
+        parsed = yaml.safe_load(value)
+        if isinstance(parsed, str):  # YAML 1.1 reads 3e-4 (no dot) as a string
+            try:
+                parsed = float(parsed)
+            except ValueError:
+                pass
+        found[key] = parsed
+    return found
+
+
+def energy_shares(row: pd.Series, rewards: tuple[str, ...], calibrated: bool) -> dict[str, float]:
+    """Each reward's share of the batch's advantage energy (positive + negative parts) in one metrics row."""
+    suffix = "_calibrated" if calibrated else ""
+    energy = {r: row[f"energy_pos{suffix}/{r}"] + row[f"energy_neg{suffix}/{r}"] for r in rewards}
+    total = sum(energy.values())
+    return {r: (e / total if total > 0 else np.nan) for r, e in energy.items()}
+
+
+def summarise_run(metrics: pd.DataFrame, rewards: tuple[str, ...], crossings: dict[str, float]) -> dict[str, Any]:
+    """The regime numbers of one run's metrics (see the module docstring)."""
+    metrics = metrics.sort_values("step").reset_index(drop=True)
+    first, last = metrics.iloc[0], metrics.iloc[-1]
+    early = metrics[metrics["step"] <= 4]
+    out: dict[str, Any] = {}
+    for reward in rewards:
+        out[f"density0/{reward}"] = first[f"density/{reward}"]
+        out[f"weight0/{reward}"] = first[f"weight/{reward}"]
+        out[f"mean0/{reward}"] = first[f"reward/{reward}"]
+        out[f"mean_last/{reward}"] = last[f"reward/{reward}"]
+    for calibrated, name in ((False, "energy_share"), (True, "energy_share_calibrated")):
+        shares = [energy_shares(row, rewards, calibrated) for _, row in early.iterrows()]
+        for reward in rewards:
+            out[f"{name}0/{reward}"] = shares[0][reward]
+            out[f"{name}_first5/{reward}"] = float(np.nanmedian([s[reward] for s in shares]))
+    for reward, threshold in crossings.items():
+        reached = metrics[(metrics["step"] >= 1) & (metrics[f"reward/{reward}"] >= threshold)]
+        out[f"crossing/{reward}>={threshold:g}"] = int(reached["step"].iloc[0]) if len(reached) else np.nan
+    out["entropy_last"] = last["entropy"]
+    out["seconds_per_step"] = float(metrics["seconds"].median())
+    return out
+
+
+def heldout_means(policy_dir: str | Path, task, n_items: int, max_new_tokens: int) -> dict[str, float]:
+    """Reward means of one sample per held-out item at the evaluation's sampling, and toolcall's exact-call share."""
+    from dara.tiny.policy import generate, load_policy
+
+    items = task.items("heldout", n_items, seed=0)
+    tokenizer, model = load_policy(policy_dir)
+    texts, lengths = generate(model, tokenizer, [item["prompt"] for item in items], seed=0,
+                              max_new_tokens=max_new_tokens, temperature=0.6, top_p=0.95)
+    rewards = task.score(texts, items, lengths)
+    out = {f"heldout/{name}": float(rewards[:, k].mean()) for k, name in enumerate(task.reward_names)}
+    if "correctness" in task.reward_names and task.name.startswith("toolcall"):
+        tool = [k for k, item in enumerate(items) if item["calls"]]
+        column = task.reward_names.index("correctness")
+        out["heldout/exact_call_tool"] = float((rewards[tool, column] == 3.0).mean())
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    from dara.experiments import load_experiment, run_settings, warm_start_settings
+    from dara.tasks import get_task
+    from dara.tiny.trainer import TrainArgs, train
+    from dara.tiny.warmstart import warm_start
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--experiment", default="tiny")
+    parser.add_argument("--target", required=True)
+    parser.add_argument("--methods", nargs="+", required=True)
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--group-size", type=int, default=None, help="default: the target's first G")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a run setting")
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a task option")
+    parser.add_argument("--warm", action="append", default=[], metavar="KEY=VALUE", help="a warm-start setting")
+    parser.add_argument("--crossing", action="append", default=[], metavar="REWARD=THRESHOLD")
+    parser.add_argument("--heldout", type=int, default=0, help="held-out items to sample (0: none)")
+    parser.add_argument("--out", required=True)
+    cli = parser.parse_args(argv)
+
+    experiment = load_experiment(cli.experiment)
+    block = experiment["targets"][cli.target]
+    task_name = block["task"]
+    options = {**experiment["tasks"][task_name].get("options", {}), **_assignments(cli.option, "--option")}
+    experiment = copy.deepcopy(experiment)
+    experiment["tasks"][task_name]["options"] = options
+    overrides = _assignments(cli.set, "--set")
+    group_size = cli.group_size or int(block["group_sizes"][0])
+    out = Path(cli.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    warm = {**warm_start_settings(experiment, task_name), **_assignments(cli.warm, "--warm")}
+    warm["max_new_tokens"] = overrides.get("max_new_tokens", warm["max_new_tokens"])
+    policy = out / "policy"
+    stamp = json.dumps({k: v for k, v in warm.items()}, sort_keys=True, default=str)
+    if not (policy / "warmstart.json").is_file() or (out / "warm_settings.json").read_text() != stamp:
+        warm_start(out=policy, **warm)
+        (out / "warm_settings.json").write_text(stamp)
+    step0 = json.loads((policy / "warmstart.json").read_text())["step0"]
+    print("warm start step 0:", {k: round(v, 3) for k, v in step0.items() if isinstance(v, float)})
+
+    task = get_task(task_name, **options)
+    crossings = {k: float(v) for k, v in _assignments(cli.crossing, "--crossing").items()}
+    rows = []
+    base = heldout_means(policy, task, cli.heldout, warm["max_new_tokens"]) if cli.heldout else {}
+    for method in cli.methods:
+        settings = {**run_settings(experiment, cli.target, method), **overrides}
+        settings.pop("task_options")
+        for seed in cli.seeds:
+            run_dir = out / "runs" / method / f"G{group_size}" / f"seed{seed}"
+            args = TrainArgs(task=task_name, method=method, group_size=group_size, seed=seed, policy=str(policy),
+                             out=str(run_dir), progress=False, task_options=options, **settings)
+            metrics = pd.read_parquet(run_dir / "metrics.parquet") if (run_dir / "metrics.parquet").is_file() \
+                else train(args)
+            row = {"method": method, "G": group_size, "seed": seed,
+                   **summarise_run(metrics, task.reward_names, crossings)}
+            if cli.heldout:
+                row.update({f"base_{k}": v for k, v in base.items()})
+                final = run_dir / "checkpoints" / f"step{settings['steps']}"
+                row.update(heldout_means(final, task, cli.heldout, settings["max_new_tokens"]))
+            rows.append(row)
+            print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}))
+    frame = pd.DataFrame(rows)
+    frame.to_csv(out / "pilot.csv", index=False)
+    numeric = frame.drop(columns=["seed"]).groupby(["method", "G"]).median(numeric_only=True)
+    with pd.option_context("display.width", 250, "display.max_columns", 80):
+        print(numeric.T.round(3).to_string())
+
+
+if __name__ == "__main__":
+    main()
