@@ -10,7 +10,7 @@ from dara.runs import find_run, run_matrix
 from dara.tiny.trainer import TrainArgs
 
 SMOKE_TARGETS = {"toolcall", "math_length", "act_critic", "group_size", "three_rewards", "static_vs_dynamic", "trl"}
-TINY_TARGETS = SMOKE_TARGETS | {"toolcall_baselines", "group_size_grpo"}
+TINY_TARGETS = SMOKE_TARGETS | {"toolcall_baselines", "math_baselines", "group_size_grpo"}
 
 
 @pytest.fixture(scope="module")
@@ -30,18 +30,24 @@ def test_shipped_experiments_validate_and_every_run_builds_trainer_args(scale):
 
 def test_tiny_run_matrix_sizes(tiny):
     sizes = {name: len(run_matrix(tiny, name)) for name in TINY_TARGETS}
-    assert sizes == {"toolcall": 40, "toolcall_baselines": 12, "math_length": 24, "act_critic": 15, "group_size": 90,
-                     "group_size_grpo": 9, "three_rewards": 12, "static_vs_dynamic": 12, "trl": 30}
+    assert sizes == {"toolcall": 40, "toolcall_baselines": 15, "math_length": 30, "math_baselines": 18,
+                     "act_critic": 18, "group_size": 90, "group_size_grpo": 9, "three_rewards": 15,
+                     "static_vs_dynamic": 12, "trl": 30}
     runs = run_matrix(tiny)
-    # group_size shares its G=8 runs with toolcall (and group_size_grpo with toolcall's GRPO); static_vs_dynamic is
-    # inside math_length; the trl runs have the same coordinates as toolcall's but another backend and folder.
-    assert len(runs) == 40 + 12 + 24 + 15 + (90 - 30) + (9 - 3) + 12 + 30
+    # group_size shares its G=4 runs with toolcall (and group_size_grpo with toolcall's GRPO); static_vs_dynamic is
+    # inside math_length and math_baselines; the trl runs have the same coordinates as toolcall's but another
+    # backend and folder.
+    assert len(runs) == 40 + 15 + 30 + 18 + 18 + (90 - 30) + (9 - 3) + 15 + 30
     assert len({r.run_dir for r in runs}) == len(runs)
-    shared = find_run(tiny, "toolcall", "dara_sym", 8, 0, backend="tiny")
+    shared = find_run(tiny, "toolcall", "dara_sym", 4, 0, backend="tiny")
     assert sorted(shared.targets) == ["group_size", "toolcall"]
-    assert find_run(tiny, "toolcall", "dara_sym", 8, 0, backend="trl").run_dir.startswith("results/tiny/trl/runs/")
-    # the headline and the sweep decide their claims with 10 seeds; every other target keeps at least 3
-    assert all(len(tiny["targets"][name]["seeds"]) >= 10 for name in ("toolcall", "group_size"))
+    assert find_run(tiny, "toolcall", "dara_sym", 4, 0, backend="trl").run_dir.startswith("results/tiny/trl/runs/")
+    # every claim's arms have 10 seeds (the headline, the sweep, the math methods compared); other targets 3
+    assert all(len(tiny["targets"][name]["seeds"]) >= 10 for name in ("toolcall", "group_size", "math_length"))
+    # each task has its drift control
+    controlled = {tiny["targets"][name]["task"] for name in tiny["targets"]
+                  if "shuffled" in tiny["targets"][name]["methods"]}
+    assert controlled == set(tiny["tasks"])
     assert all(len(r["seeds"]) >= 3 for r in tiny["targets"].values())
 
 
