@@ -49,8 +49,8 @@ def test_both_arms_below_base_by_more_than_the_margin_is_not_informative():
     # one arm within the margin of the base: informative again, and decided by the margin
     assert _claim(_summary(71.0, 52.1, base=75.0)).verdict == "supported"
     assert _claim(_summary(52.1, 71.0, base=75.0)).verdict == "not supported"
-    # a method far worse than its baseline is never "supported" by the not-informative route either
-    assert _claim(_summary(10.0, 60.0, base=75.0)).verdict == "not informative"
+    # a method worse than its baseline beyond the margin is "not supported", informative whatever the base
+    assert _claim(_summary(10.0, 60.0, base=75.0)).verdict == "not supported"
 
 
 @pytest.mark.parametrize("value", [0.0, 100.0])
@@ -128,7 +128,7 @@ def test_headline_claims_use_the_config_margin_and_the_step0_base(tmp_path):
     format_gdpo = found["DARA-Sym's final held-out format is not lower than GDPO's"]
     assert format_gdpo.verdict == "not informative"  # both far below the base's 90
     format_grpo = found["DARA-Sym's final held-out format is not lower than GRPO's"]
-    assert format_grpo.verdict == "not informative"  # 60 and 70, both below 90 - 5
+    assert format_grpo.verdict == "not supported"  # 60 is 10 below GRPO's 70: beyond the margin, whatever the base
     exceed = found["DARA-Asym's share of responses over budget is not higher than Static-Asym's"]
     assert exceed.verdict == "not informative" and "base 70.00" in exceed.ours
     accuracy_4a = found["DARA-Asym's held-out accuracy is not lower than Static-Asym's"]

@@ -112,11 +112,12 @@ def not_lower(summary: pd.DataFrame, metric: str, method: str, baseline: str, *,
     policy) is the base, shown beside both arms ("base n/a" when absent). With higher better (mirrored when
     lower is better), in this order:
 
+    - "not supported" when mean(method) < mean(baseline) - margin (worse than the baseline beyond the margin is
+      informative whatever the base);
     - "not informative" when both arms end below the base by more than the margin (training made both worse,
       so "not lower than a worse arm" says nothing), or when both means sit at the same end of ``bounds`` (the
       metric's range, percent by default: 0 vs 0 or 100 vs 100), where the metric cannot separate them;
-    - "supported" when mean(method) >= mean(baseline) - margin;
-    - "not supported" otherwise.
+    - "supported" otherwise.
 
     The pooled SD of the two arms is reported beside the verdict and does not change it.
     """
@@ -139,14 +140,16 @@ def not_lower(summary: pd.DataFrame, metric: str, method: str, baseline: str, *,
                      and np.isclose(b["mean"], bound, rtol=0, atol=1e-9)), None)
     ours = (f"{a['mean']:.2f} vs {b['mean']:.2f} (base {_value_text(base)}; margin {margin:g}; pooled SD {pooled:.2f}; "
             f"n={int(a['n'])} vs {int(b['n'])})")
-    if below_base:
-        verdict: Verdict = "not informative"
+    if gap < -margin - 1e-9:  # 1e-9: float noise of the means
+        verdict: Verdict = "not supported"
+    elif below_base:
+        verdict = "not informative"
         ours += f"; both more than the margin {'below' if higher_is_better else 'above'} base"
     elif at_bound is not None:
         verdict = "not informative"
         ours += f"; both at the metric's bound {at_bound:g}"
     else:
-        verdict = "supported" if gap >= -margin - 1e-9 else "not supported"  # 1e-9: float noise of the means
+        verdict = "supported"
     return Claim(claim, paper.text, paper.reference, ours, verdict, scale)
 
 
