@@ -218,3 +218,52 @@ def test_table1_refuses_a_metric_only_some_evaluations_lack(results, tmp_path):
     copy = _without_irrelevance(results, tmp_path, lambda path: "seed0" in path.parts)
     with pytest.raises(ValueError, match="missing 'irrelevance_accuracy'"):
         run_script("table1", copy, metrics=False)
+
+
+def test_regime_table_measures_step0_shares_weights_and_drift(results):
+    run_script("regime", results)
+    table = pd.read_csv(results / "tables/regime.csv")
+    assert set(table.loc[table["table"] == "step0", "task"]) == {"toolcall", "toolcall3", "math_length", "act_critic"}
+    assert set(table.loc[table["table"] == "heldout", "task"]) >= {"toolcall", "math_length"}
+    assert "The regime of each task" in (results / "tables/regime.md").read_text()
+
+
+def test_regime_numbers_on_constructed_runs():
+    regime = runpy.run_path(str(REPO / "analysis" / "regime.py"))
+    rows = []
+    # three seeds of GDPO and DARA-Sym on one task at G=4; step 0 shares one policy per seed
+    for seed, (density, weight, format_energy) in enumerate([(0.04, 4.5, 3.0), (0.08, 3.2, 6.0), (0.0, 1.0, 0.0)]):
+        for method in ("gdpo", "dara_sym"):
+            for step in range(6):
+                rows.append({"task": "toolcall", "method": method, "G": 4, "seed": seed, "step": step,
+                             "density/format": density if step == 0 else 0.5, "density/correctness": 0.7,
+                             "weight/format": weight if method == "dara_sym" else 1.0, "weight/correctness": 1.0,
+                             "energy_pos/format": format_energy / 2, "energy_neg/format": format_energy / 2,
+                             "energy_pos/correctness": 27.0 / 2, "energy_neg/correctness": 27.0 / 2})
+    step0 = {row["reward"]: row for row in regime["step0_rows"]("toolcall", pd.DataFrame(rows))}
+    assert step0["format"]["density_step0"] == pytest.approx(0.04)
+    assert step0["format"]["dara_weight_step0"] == pytest.approx(3.2)
+    assert step0["format"]["gdpo_energy_share_step0"] == pytest.approx(3.0 / 30.0)  # seed 0's 3 / (3 + 27)
+    assert step0["correctness"]["gdpo_energy_share_step0"] == pytest.approx(27.0 / 30.0)
+    evaluations = pd.DataFrame([
+        {"task": "toolcall", "method": method, "G": 4, "seed": seed, "step": step, "metrics/acc": value}
+        for seed in range(3)
+        for method, final in (("shuffled", 0.18 + 0.01 * seed), ("gdpo", 0.5))
+        for step, value in ((0, 0.2), (30, final))])
+    heldout = {row["method"]: row for row in regime["heldout_rows"]("toolcall", "metrics/acc", evaluations)}
+    assert heldout["shuffled"]["base"] == pytest.approx(20.0)
+    assert heldout["shuffled"]["final_median"] == pytest.approx(19.0)
+    assert heldout["shuffled"]["median_minus_base"] == pytest.approx(-1.0)
+    assert heldout["gdpo"]["median_minus_base"] == pytest.approx(30.0)
+
+
+def test_regime_control_rows_compare_first_and_last_training_rewards():
+    regime = runpy.run_path(str(REPO / "analysis" / "regime.py"))
+    rows = [{"task": "act_critic", "method": method, "G": 8, "seed": seed, "step": step,
+             "reward/accuracy": (0.1 + 0.02 * step * (method == "gdpo")) + 0.01 * seed, "reward/sum": 0.0}
+            for method in ("gdpo", "shuffled", "dara_sym") for seed in range(3) for step in range(11)]
+    found = {(row["method"], row["reward"]): row for row in regime["control_rows"]("act_critic", pd.DataFrame(rows))}
+    assert set(found) == {("gdpo", "accuracy"), ("shuffled", "accuracy")}  # reward/sum and other methods left out
+    assert found[("shuffled", "accuracy")]["step0"] == pytest.approx(0.11)
+    assert found[("shuffled", "accuracy")]["last"] == pytest.approx(0.11)
+    assert found[("gdpo", "accuracy")]["last"] == pytest.approx(0.31)

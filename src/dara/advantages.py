@@ -384,6 +384,19 @@ def compute_advantages(
     )
 
 
+def energy_shares(metrics, channels: Sequence[str], calibrated: bool = False) -> dict:
+    """Each channel's share of the advantage energy in logged ``metrics`` (an `AdvantageResult.metrics` dict, a
+    metrics row, or a frame of rows): its ``energy_pos`` + ``energy_neg`` (sum of z^2 over the batch; with
+    ``calibrated``, of the weighted z) over all channels'. Under GDPO the uncalibrated share is the share the
+    channel gets; NaN where no channel has energy."""
+    suffix = "_calibrated" if calibrated else ""
+    energy = {name: metrics[f"energy_pos{suffix}/{name}"] + metrics[f"energy_neg{suffix}/{name}"] for name in channels}
+    total = sum(energy.values())
+    if isinstance(total, (pd.Series, pd.DataFrame)):
+        return {name: (value / total).where(total > 0) for name, value in energy.items()}
+    return {name: (value / total if total > 0 else float("nan")) for name, value in energy.items()}
+
+
 def _group_sizes(index, n_rows: int) -> np.ndarray:
     """Each row's group size (any id kind `group_layout` accepts), without group_layout's two-response check."""
     if isinstance(index, torch.Tensor):

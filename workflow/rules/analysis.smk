@@ -52,6 +52,7 @@ ARTIFACTS = {
     "fig5": (["math_length"], [], [*figure("fig5", "Paper figures"), f"{FIGURES}/fig5.csv"]),
     "fig6": ([], ["math_length"], [*figure("fig6", "Paper figures"), f"{FIGURES}/fig6.csv"]),
     "survival": (["toolcall"], [], [*figure("survival", "Beyond the paper"), f"{TABLES}/survival.csv"]),
+    "regime": (ANALYSIS_TASKS, ANALYSIS_TASKS, [f"{TABLES}/regime.csv", f"{TABLES}/regime.md"]),
 }
 
 for _artifact, (_metric_tasks, _eval_tasks, _outputs) in ARTIFACTS.items():

@@ -1,0 +1,144 @@
+"""The regime each task trained in, and what training without signal did: results/<scale>/tables/regime.{csv,md}.
+
+The numbers docs/tiny_scale.md ("Calibration") sets its criteria on, measured on the pipeline's own runs at each
+task's main group size (medians over seeds):
+
+- per reward at step 0 (the warm-start policy's first rollout batch): the active-group density, DARA's weight
+  (DARA-Sym's runs) and GDPO's share of the advantage energy (GDPO's runs: the reward's sum of z^2 over all
+  rewards'); GDPO's share is also given as the median over steps 0-4;
+- per task, held-out correctness (``heldout_correctness`` in analysis/config.yaml, in %) of the base policy (step 0)
+  and at the last checkpoint, per method, with the drift control (``shuffled``) among them: the control's
+  difference from the base is the drift that training without signal causes. For the math task also the share of
+  final answers that leave out the second step (``skipped_step``: the shortcut a length budget invites).
+"""
+
+import numpy as np
+import pandas as pd
+
+from dara.advantages import energy_shares
+from dara.analysis import palette
+from dara.analysis.cli import parse_inputs
+from dara.analysis.tables import main_group_size
+from dara.io import write_csv_atomic, write_text_atomic
+
+CONTROL = "shuffled"
+EARLY_STEPS = 4  # GDPO's share is also summarised over steps 0..EARLY_STEPS
+
+
+def step0_rows(task: str, metrics: pd.DataFrame) -> list[dict]:
+    group_size = main_group_size(metrics)
+    runs = metrics[metrics["G"] == group_size]
+    rewards = [c.split("/", 1)[1] for c in runs.columns if c.startswith("density/") and runs[c].notna().any()]
+    first = runs[runs["step"] == 0]
+    gdpo = runs[runs["method"] == "gdpo"]
+    dara = first[first["method"] == "dara_sym"]
+    early = gdpo[gdpo["step"] <= EARLY_STEPS]
+    shares_first = energy_shares(gdpo[gdpo["step"] == 0], rewards)
+    shares_early = energy_shares(early, rewards)
+    rows = []
+    for reward in rewards:
+        early_by_seed = early.assign(share=shares_early[reward]).groupby("seed")["share"].median()
+        rows.append({
+            "task": task, "G": group_size, "reward": reward,
+            "seeds": int(first["seed"].nunique()),
+            "density_step0": float(first.drop_duplicates("seed")[f"density/{reward}"].median()),
+            "dara_weight_step0": float(dara[f"weight/{reward}"].median()) if len(dara) else np.nan,
+            "gdpo_energy_share_step0": float(shares_first[reward].median()) if len(gdpo) else np.nan,
+            "gdpo_energy_share_steps0_4": float(early_by_seed.median()) if len(early_by_seed) else np.nan,
+        })
+    return rows
+
+
+def control_rows(task: str, metrics: pd.DataFrame) -> list[dict]:
+    """Each training reward's batch mean at step 0 and at the last step under the drift control and under GDPO
+    (medians over seeds): the drift of tasks without a held-out evaluation shows here too."""
+    group_size = main_group_size(metrics)
+    runs = metrics[(metrics["G"] == group_size) & metrics["method"].isin([CONTROL, "gdpo"])]
+    rewards = [c.split("/", 1)[1] for c in runs.columns
+               if c.startswith("reward/") and c != "reward/sum" and runs[c].notna().any()]
+    rows = []
+    for method, method_runs in runs.groupby("method"):
+        first = method_runs[method_runs["step"] == method_runs["step"].min()]
+        last = method_runs[method_runs["step"] == method_runs.groupby("seed")["step"].transform("max")]
+        for reward in rewards:
+            rows.append({"task": task, "G": group_size, "method": method, "reward": reward,
+                         "seeds": int(first["seed"].nunique()), "step0": float(first[f"reward/{reward}"].median()),
+                         "last": float(last[f"reward/{reward}"].median())})
+    return rows
+
+
+def heldout_rows(task: str, metric: str, evaluations: pd.DataFrame) -> list[dict]:
+    column = metric
+    if column not in evaluations.columns:
+        raise SystemExit(f"no {column!r} in the evaluations of {task}")
+    group_size = main_group_size(evaluations)
+    runs = evaluations[evaluations["G"] == group_size]
+    last = runs[runs["step"] == runs.groupby(["method", "seed"])["step"].transform("max")]
+    base = 100 * float(runs.loc[runs["step"] == 0, column].mean())
+    rows = []
+    skipped = "metrics/skipped_step" if "metrics/skipped_step" in runs.columns else None
+    for method in palette.ordered(last["method"].unique()):
+        values = 100 * last.loc[last["method"] == method, column].astype(float)
+        row = {"task": task, "G": group_size, "metric": metric, "method": method, "seeds": len(values),
+               "base": base, "final_median": float(values.median()), "final_min": float(values.min()),
+               "final_max": float(values.max()), "median_minus_base": float(values.median()) - base}
+        if skipped:
+            row["skipped_step_base"] = 100 * float(runs.loc[runs["step"] == 0, skipped].mean())
+            row["skipped_step_final"] = 100 * float(last.loc[last["method"] == method, skipped].median())
+        rows.append(row)
+    return rows
+
+
+def main(argv=None):
+    inputs = parse_inputs(__doc__.splitlines()[0], argv)
+    if inputs.metrics is None:
+        raise SystemExit("regime needs --metrics")
+    step0, heldout, control = [], [], []
+    for task, metric in inputs.config["heldout_correctness"].items():
+        metrics = inputs.task_metrics(task)
+        if metrics is not None:
+            step0 += step0_rows(task, metrics)
+            control += control_rows(task, metrics)
+        evaluations = inputs.task_evaluations(task)
+        if evaluations is not None:
+            heldout += heldout_rows(task, metric, evaluations)
+    if not step0:
+        raise SystemExit(f"no runs of the configured tasks {list(inputs.config['heldout_correctness'])}")
+    step0_frame, heldout_frame, control_frame = pd.DataFrame(step0), pd.DataFrame(heldout), pd.DataFrame(control)
+    write_csv_atomic(inputs.tables / "regime.csv",
+                     pd.concat([step0_frame.assign(table="step0"), heldout_frame.assign(table="heldout"),
+                                control_frame.assign(table="training")], ignore_index=True))
+    training_text = ["No drift-control runs."]
+    if len(control_frame):
+        shown = control_frame.assign(method=control_frame["method"].map(palette.label))
+        training_text = [shown.drop(columns=["G"]).to_markdown(index=False, floatfmt=".3g")]
+    heldout_text = ["No evaluations."]
+    if len(heldout_frame):
+        shown = heldout_frame.assign(method=heldout_frame["method"].map(palette.label))
+        heldout_text = [shown.drop(columns=["G"]).to_markdown(index=False, floatfmt=".1f")]
+    text = [
+        f"# The regime of each task ({inputs.scale} scale)",
+        "",
+        "At each task's main group size G, medians over seeds. Step 0 is the warm-start policy's first rollout batch:",
+        "density = share of groups in which the reward varies; DARA's weight from the DARA-Sym runs; GDPO's share of",
+        "the advantage energy = the reward's sum of squared group z-scores over all rewards' (GDPO's runs), at step 0",
+        f"and as the median over steps 0-{EARLY_STEPS}.",
+        "",
+        step0_frame.to_markdown(index=False, floatfmt=".3g"),
+        "",
+        "Held-out correctness in % (the metric named), base = the step-0 checkpoint (the same warm start in every run),",
+        "final = the last checkpoint;",
+        f"`{palette.label(CONTROL)}` trains on advantages that carry no signal, so its difference from the base is drift.",
+        "",
+        *heldout_text,
+        "",
+        "Training rewards (batch means) at step 0 and at the last step, the drift control beside GDPO:",
+        "",
+        *training_text,
+        "",
+    ]
+    write_text_atomic(inputs.tables / "regime.md", "\n".join(text))
+
+
+if __name__ == "__main__":
+    main()
