@@ -152,7 +152,8 @@ def test_evaluate_run_writes_one_file_per_checkpoint(tmp_path, task_name):
     # identical checkpoints and a fixed evaluation seed give identical results
     assert records[0]["metrics"] == records[2]["metrics"] and records[0]["rewards"] == records[1]["rewards"]
     metrics = records[0]["metrics"]
-    expected = {"accuracy", "exceed", "joint"} if task_name == "math_length" else {"accuracy", "admissible", "format", "composite"}
+    expected = ({"accuracy", "exceed", "joint", "skipped_step", "short_wrong"} if task_name == "math_length"
+                else {"accuracy", "admissible", "format", "composite"})
     assert set(metrics) == expected
     assert all(0.0 <= value <= 1.0 for key, value in metrics.items() if key != "composite")
     # resuming keeps existing files untouched
@@ -262,3 +263,20 @@ def test_runs_to_evaluate_come_from_the_run_layer_at_every_cpu_scale():
                 assert 0 not in spec.checkpoint_steps and run.settings["steps"] in spec.checkpoint_steps
             else:
                 assert spec.max_new_tokens == run.settings["max_new_tokens"] and spec.checkpoint_steps[0] == 0
+
+
+def test_math_metrics_count_the_skipped_step_shortcut():
+    """Decoded answers that leave out ``s - c = r`` (the shortcut a length budget invites) and short wrong ones."""
+    from dara.evaluation.tiny import task_metrics
+    from dara.tasks import get_task
+
+    task = get_task("math_length", length_budget=30)
+    items = [{"operands": [4, 5, 2], "answer": "7"}, {"operands": [3, 3, 0], "answer": "6"},
+             {"operands": [9, 8, 3], "answer": "14"}]
+    texts = ["4 + 5 = 9. 9 - 2 = 7. \\boxed{7}",  # full answer, correct
+             "3 + 3 = 6. \\boxed{6}",  # shortcut, correct only because c = 0
+             "9 + 8 = 17. \\boxed{17}"]  # shortcut, wrong
+    metrics = task_metrics(task, items, texts, lengths=[25, 14, 16], max_new_tokens=48)
+    assert metrics["skipped_step"] == 2 / 3
+    assert metrics["short_wrong"] == 1 / 3
+    assert metrics["accuracy"] == 2 / 3

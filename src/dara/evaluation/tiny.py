@@ -103,7 +103,13 @@ def task_metrics(task, items: Sequence[Mapping], texts: Sequence[str], lengths: 
         truncated = [n >= max_new_tokens for n in lengths]
         within = [n <= task.length_budget for n in lengths]
         ok = [c and not t for c, t in zip(correct, truncated)]
-        return {"accuracy": _mean(ok), "exceed": 1 - _mean(within), "joint": _mean(o and w for o, w in zip(ok, within))}
+        # The shortcut a length budget invites: boxing an answer without the second step "s - c = r" (correct only
+        # when c = 0); responses that box nothing are not counted as taking it.
+        skipped = ["\\boxed{" in text and f"{a + b} - {c} =" not in text for text, (a, b, c) in
+                   zip(texts, (item["operands"] for item in items))]
+        return {"accuracy": _mean(ok), "exceed": 1 - _mean(within), "joint": _mean(o and w for o, w in zip(ok, within)),
+                "skipped_step": _mean(skipped),
+                "short_wrong": _mean(w and not o for o, w in zip(ok, within))}
     if task.name == "act_critic":
         # Rates in [0, 1]: expert action chosen, another admissible action chosen, action tag present
         # (the format channel is 0 with the tag and a -0.5 penalty without); composite is the mean reward.
