@@ -36,6 +36,8 @@ class MathLengthTask(Task):
         if hard_sum is not None and not 0 <= hard_sum <= 18:
             raise ValueError(f"hard_sum must be None (no hard items) or in [0, 18] (a + b of single digits), "
                              f"got {hard_sum}")
+        if hard_sum is None and hard_concise_rate is not None:
+            raise ValueError("hard_concise_rate needs hard_sum (which items are hard)")
         self.hard_sum = None if hard_sum is None else int(hard_sum)
         # None: hard items are answered like the others
         self.hard_concise_rate = self.concise_rate if hard_concise_rate is None else check_rate(
