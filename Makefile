@@ -6,7 +6,7 @@ BFCL_VENV := .venv-bfcl
 PIP := $(VENV)/bin/python -m pip
 CORES ?= all
 
-.PHONY: setup setup-test setup-bfcl reproduce verl-cpu snapshot smoke test bench bench-trainer notebooks clean-envs
+.PHONY: setup setup-test setup-bfcl reproduce calibrate verl-cpu snapshot smoke test bench bench-trainer notebooks clean-envs
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,11 @@ reproduce: setup
 	$(VENV)/bin/snakemake --cores $(CORES) && \
 	echo "$$(( $$(date +%s) - start )) seconds; started from an empty results/tiny: $$empty" \
 	  > results/tiny/reproduce_seconds.txt
+
+# The calibration pilots behind experiments/tiny.yaml (docs/tiny_scale.md, "Calibration"); their tables land in
+# docs/calibration/.
+calibrate: $(VENV)/.cpu-stamp
+	PYTHON=$(VENV)/bin/python experiments/calibration/pilots.sh
 
 # The opt-in verl_cpu scale (verl's training loop on CPU beside the tiny trainer; needs verl: the test environment).
 # Its wall time is recorded like reproduce's.

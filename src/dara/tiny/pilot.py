@@ -25,12 +25,17 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import shlex
+import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import yaml
+
+from dara.advantages import energy_shares
 
 
 def _assignments(pairs: list[str], flag: str) -> dict[str, Any]:
@@ -49,15 +54,8 @@ def _assignments(pairs: list[str], flag: str) -> dict[str, Any]:
     return found
 
 
-def energy_shares(row: pd.Series, rewards: tuple[str, ...], calibrated: bool) -> dict[str, float]:
-    """Each reward's share of the batch's advantage energy (positive + negative parts) in one metrics row."""
-    suffix = "_calibrated" if calibrated else ""
-    energy = {r: row[f"energy_pos{suffix}/{r}"] + row[f"energy_neg{suffix}/{r}"] for r in rewards}
-    total = sum(energy.values())
-    return {r: (e / total if total > 0 else np.nan) for r, e in energy.items()}
-
-
-def summarise_run(metrics: pd.DataFrame, rewards: tuple[str, ...], crossings: dict[str, float]) -> dict[str, Any]:
+def summarise_run(metrics: pd.DataFrame, rewards: tuple[str, ...],
+                  crossings: list[tuple[str, float]]) -> dict[str, Any]:
     """The regime numbers of one run's metrics (see the module docstring)."""
     metrics = metrics.sort_values("step").reset_index(drop=True)
     first, last = metrics.iloc[0], metrics.iloc[-1]
@@ -69,16 +67,26 @@ def summarise_run(metrics: pd.DataFrame, rewards: tuple[str, ...], crossings: di
         out[f"mean0/{reward}"] = first[f"reward/{reward}"]
         out[f"mean_last/{reward}"] = last[f"reward/{reward}"]
     for calibrated, name in ((False, "energy_share"), (True, "energy_share_calibrated")):
-        shares = [energy_shares(row, rewards, calibrated) for _, row in early.iterrows()]
+        shares = [energy_shares(row, rewards, calibrated) for _, row in early.iterrows()]  # dara.advantages
         for reward in rewards:
             out[f"{name}0/{reward}"] = shares[0][reward]
             out[f"{name}_first5/{reward}"] = float(np.nanmedian([s[reward] for s in shares]))
-    for reward, threshold in crossings.items():
+    for reward, threshold in crossings:
         reached = metrics[(metrics["step"] >= 1) & (metrics[f"reward/{reward}"] >= threshold)]
         out[f"crossing/{reward}>={threshold:g}"] = int(reached["step"].iloc[0]) if len(reached) else np.nan
     out["entropy_last"] = last["entropy"]
     out["seconds_per_step"] = float(metrics["seconds"].median())
     return out
+
+
+def _finished_run(run_dir: Path, args) -> pd.DataFrame | None:
+    """The metrics of a finished run in ``run_dir`` made with exactly ``args``' settings, else None."""
+    config, metrics = run_dir / "config.yaml", run_dir / "metrics.parquet"
+    if not (config.is_file() and metrics.is_file()):
+        return None
+    recorded = yaml.safe_load(config.read_text())
+    wanted = {**args.resolved(), "policy": args.policy}
+    return pd.read_parquet(metrics) if all(recorded.get(key) == value for key, value in wanted.items()) else None
 
 
 def heldout_means(policy_dir: str | Path, task, n_items: int, max_new_tokens: int) -> dict[str, float]:
@@ -98,6 +106,37 @@ def heldout_means(policy_dir: str | Path, task, n_items: int, max_new_tokens: in
     return out
 
 
+# The columns a calibration decision reads, per pilot and method (medians over its seeds).
+SUMMARY_COLUMNS = {
+    "seeds": "seeds", "density0/format": "format density, step 0", "weight0/format": "DARA weight, step 0",
+    "energy_share0/format": "GDPO format share, step 0", "mean_last/format": "format, last step",
+    "crossing/format>=0.8": "format 0.8 at step", "mean0/length": "length, step 0", "mean_last/length": "length, last step",
+    "crossing/length>=0.8": "length 0.8 at step", "crossing/length>=0.95": "length 0.95 at step",
+    "base_heldout/exact_call_tool": "held-out exact call, base", "heldout/exact_call_tool": "held-out exact call, last",
+    "base_heldout/correctness": "held-out correctness, base", "heldout/correctness": "held-out correctness, last",
+}
+
+
+def summary_table(pilot_csvs: list[Path]) -> str:
+    """One markdown row per pilot and method: the medians over seeds of the columns in ``SUMMARY_COLUMNS`` (a
+    crossing never reached counts as later than any step; "never" when half the seeds never crossed)."""
+    rows = []
+    for path in pilot_csvs:
+        frame = pd.read_csv(path)
+        for method, runs in frame.groupby("method", sort=False):
+            row = {"pilot": path.parent.name, "method": method, "seeds": len(runs)}
+            for column, label in SUMMARY_COLUMNS.items():
+                if column in runs and column != "seeds":
+                    values = runs[column].astype(float)
+                    if column.startswith("crossing/"):
+                        median = float(np.median(values.fillna(np.inf)))
+                        row[label] = "never" if np.isinf(median) else f"{median:g}"
+                    else:
+                        row[label] = f"{values.median():.3g}"
+            rows.append(row)
+    return pd.DataFrame(rows).fillna("").to_markdown(index=False) + "\n"
+
+
 def main(argv: list[str] | None = None) -> None:
     from dara.experiments import load_experiment, run_settings, warm_start_settings
     from dara.tasks import get_task
@@ -106,8 +145,8 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--experiment", default="tiny")
-    parser.add_argument("--target", required=True)
-    parser.add_argument("--methods", nargs="+", required=True)
+    parser.add_argument("--target")
+    parser.add_argument("--methods", nargs="+")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--group-size", type=int, default=None, help="default: the target's first G")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a run setting")
@@ -115,9 +154,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warm", action="append", default=[], metavar="KEY=VALUE", help="a warm-start setting")
     parser.add_argument("--crossing", action="append", default=[], metavar="REWARD=THRESHOLD")
     parser.add_argument("--heldout", type=int, default=0, help="held-out items to sample (0: none)")
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out", required=True, help="the pilot's folder; with --summarise, the markdown file")
+    parser.add_argument("--summarise", nargs="+", type=Path, metavar="PILOT_CSV",
+                        help="write only the summary table of these pilot.csv files to --out")
     cli = parser.parse_args(argv)
+    if cli.summarise:
+        Path(cli.out).write_text(summary_table(cli.summarise))
+        return
 
+    if not (cli.target and cli.methods):
+        parser.error("--target and --methods are required (unless --summarise)")
     experiment = load_experiment(cli.experiment)
     block = experiment["targets"][cli.target]
     task_name = block["task"]
@@ -128,19 +174,26 @@ def main(argv: list[str] | None = None) -> None:
     group_size = cli.group_size or int(block["group_sizes"][0])
     out = Path(cli.out)
     out.mkdir(parents=True, exist_ok=True)
+    given = sys.argv[1:] if argv is None else list(argv)
+    (out / "command.txt").write_text("python -m dara.tiny.pilot " + shlex.join(given) + "\n")
 
     warm = {**warm_start_settings(experiment, task_name), **_assignments(cli.warm, "--warm")}
     warm["max_new_tokens"] = overrides.get("max_new_tokens", warm["max_new_tokens"])
     policy = out / "policy"
-    stamp = json.dumps({k: v for k, v in warm.items()}, sort_keys=True, default=str)
-    if not (policy / "warmstart.json").is_file() or (out / "warm_settings.json").read_text() != stamp:
+    stamp = json.dumps(warm, sort_keys=True, default=str)
+    stamp_file = out / "warm_settings.json"
+    if not ((policy / "warmstart.json").is_file() and stamp_file.is_file() and stamp_file.read_text() == stamp):
         warm_start(out=policy, **warm)
-        (out / "warm_settings.json").write_text(stamp)
+        stamp_file.write_text(stamp)
+        shutil.rmtree(out / "runs", ignore_errors=True)  # runs of another warm start are not this pilot's
     step0 = json.loads((policy / "warmstart.json").read_text())["step0"]
     print("warm start step 0:", {k: round(v, 3) for k, v in step0.items() if isinstance(v, float)})
 
     task = get_task(task_name, **options)
-    crossings = {k: float(v) for k, v in _assignments(cli.crossing, "--crossing").items()}
+    crossings = [(reward, float(threshold)) for reward, threshold in
+                 (pair.split("=", 1) for pair in cli.crossing if "=" in pair)]
+    if len(crossings) != len(cli.crossing):
+        raise SystemExit(f"--crossing takes REWARD=THRESHOLD, got {cli.crossing}")
     rows = []
     base = heldout_means(policy, task, cli.heldout, warm["max_new_tokens"]) if cli.heldout else {}
     for method in cli.methods:
@@ -150,8 +203,10 @@ def main(argv: list[str] | None = None) -> None:
             run_dir = out / "runs" / method / f"G{group_size}" / f"seed{seed}"
             args = TrainArgs(task=task_name, method=method, group_size=group_size, seed=seed, policy=str(policy),
                              out=str(run_dir), progress=False, task_options=options, **settings)
-            metrics = pd.read_parquet(run_dir / "metrics.parquet") if (run_dir / "metrics.parquet").is_file() \
-                else train(args)
+            metrics = _finished_run(run_dir, args)
+            if metrics is None:
+                shutil.rmtree(run_dir, ignore_errors=True)  # another pilot's settings, or killed half-way
+                metrics = train(args)
             row = {"method": method, "G": group_size, "seed": seed,
                    **summarise_run(metrics, task.reward_names, crossings)}
             if cli.heldout:

@@ -1,0 +1,60 @@
+"""dara.tiny.pilot: the calibration pilots' argument parsing, regime numbers and reuse of finished runs."""
+
+import pandas as pd
+import pytest
+import yaml
+
+from dara.tiny.pilot import _assignments, _finished_run, summarise_run
+
+
+def test_assignments_parse_yaml_scalars_and_refuse_a_missing_value():
+    assert _assignments(["learning_rate=3e-4", "steps=30", "wandb=false", "batch_norm=token"], "--set") == {
+        "learning_rate": 3e-4, "steps": 30, "wandb": False, "batch_norm": "token"}
+    with pytest.raises(SystemExit, match="KEY=VALUE"):
+        _assignments(["learning_rate"], "--set")
+
+
+def _metrics():
+    rows = []
+    for step in range(8):
+        rows.append({"step": step, "reward/format": 0.1 * step, "reward/correctness": -1.0 + 0.2 * step,
+                     "density/format": 0.04 if step == 0 else 0.3, "density/correctness": 0.7,
+                     "weight/format": 4.0 if step == 0 else 1.5, "weight/correctness": 1.0,
+                     # GDPO's share of format energy: 3 / (3 + 27) = 0.1 at step 0, then 0.5
+                     "energy_pos/format": 1.5 if step == 0 else 10.0, "energy_neg/format": 1.5 if step == 0 else 10.0,
+                     "energy_pos/correctness": 13.5 if step == 0 else 10.0,
+                     "energy_neg/correctness": 13.5 if step == 0 else 10.0,
+                     "energy_pos_calibrated/format": 12.0, "energy_neg_calibrated/format": 12.0,
+                     "energy_pos_calibrated/correctness": 12.0, "energy_neg_calibrated/correctness": 12.0,
+                     "entropy": 0.2, "seconds": 0.4})
+    return pd.DataFrame(rows)
+
+
+def test_summarise_run_reads_the_regime_numbers():
+    summary = summarise_run(_metrics(), ("format", "correctness"), [("format", 0.5), ("format", 0.65)])
+    assert summary["density0/format"] == 0.04 and summary["weight0/format"] == 4.0
+    assert summary["energy_share0/format"] == pytest.approx(0.1)
+    assert summary["energy_share_first5/format"] == pytest.approx(0.5)  # median over steps 0-4
+    assert summary["energy_share_calibrated0/format"] == pytest.approx(0.5)
+    # two thresholds of one reward are two crossings; row 0 (before any update) does not count
+    assert summary["crossing/format>=0.5"] == 5 and summary["crossing/format>=0.65"] == 7
+    assert summary["mean_last/correctness"] == pytest.approx(0.4)
+
+
+def test_a_finished_run_is_reused_only_with_the_same_settings(tmp_path):
+    class Args:
+        policy = "p"
+
+        @staticmethod
+        def resolved():
+            return {"learning_rate": 2e-4, "steps": 30}
+
+    run = tmp_path / "run"
+    run.mkdir()
+    assert _finished_run(run, Args) is None  # nothing there
+    (run / "config.yaml").write_text(yaml.safe_dump({"learning_rate": 2e-4, "steps": 30, "policy": "p"}))
+    assert _finished_run(run, Args) is None  # no metrics: killed half-way
+    _metrics().to_parquet(run / "metrics.parquet")
+    assert len(_finished_run(run, Args)) == 8
+    (run / "config.yaml").write_text(yaml.safe_dump({"learning_rate": 3e-4, "steps": 30, "policy": "p"}))
+    assert _finished_run(run, Args) is None  # another pilot's learning rate
