@@ -21,7 +21,7 @@ from pathlib import Path
 from dara.io import replace_atomically, write_text_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
-FIGURES = ("survival", "fig3", "dynamics_toolcall")
+FIGURES = ("survival", "fig3", "dynamics_toolcall", "dynamics_math_length", "fig5")
 BLOCK = re.compile(r"(<!-- snapshot:(?P<name>[a-z0-9_]+) -->\n)(?P<body>.*?)(<!-- /snapshot:(?P=name) -->)", re.S)
 
 
@@ -66,6 +66,16 @@ def headline_table(tables: Path) -> str:
                       f"{claim.median_difference:g} [{claim.ci_low:g}, {claim.ci_high:g}]")
         p_value = "" if pd.isna(claim.logrank_p) else f"{claim.logrank_p:.3g}"
         lines.append(f"| {claim.claim} | {claim.ours} | {difference} | {p_value} | {claim.verdict} |")
+    return "\n".join(lines) + "\n"
+
+
+def claims_table(tables: Path) -> str:
+    """Every claim REPORT.md checks, with our numbers and the verdict (claims.csv)."""
+    import pandas as pd
+
+    claims = pd.read_csv(tables / "claims.csv")
+    lines = ["| claim | ours | verdict |", "|---|---|---|"]
+    lines += [f"| {claim.claim} | {claim.ours} | {claim.verdict} |" for claim in claims.itertuples()]
     return "\n".join(lines) + "\n"
 
 
@@ -128,6 +138,8 @@ def take_snapshot(results: Path, out: Path) -> None:
     copy(results / "tables" / "first_crossing.md", out / "first_crossing.md")
     write_text_atomic(out / "headline.md", headline_table(results / "tables"))
     write_text_atomic(out / "step0.md", step0_table(results / "policies"))
+    write_text_atomic(out / "claims.md", claims_table(results / "tables"))
+    copy(results / "tables" / "regime.md", out / "regime.md")
     write_text_atomic(out / "timing.md", timing_table(results))
     for name in FIGURES:
         copy(results / "figures" / f"{name}.png", out / f"{name}.png")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOT = ROOT / "docs" / "results"
-BLOCKS = ("headline", "step0", "timing", "bench_trainer", "bench_advantages", "backends", "verl_cpu_timing",
+BLOCKS = ("headline", "claims", "regime", "step0", "timing", "bench_trainer", "bench_advantages", "backends", "verl_cpu_timing",
           "verl_cpu_backends")
 
 

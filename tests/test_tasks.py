@@ -236,7 +236,8 @@ def test_math_hard_concise_rate_none_answers_hard_items_at_concise_rate():
     items = get_task("math_length").items("train", 300)
     plain = _checks(get_task("math_length", concise_rate=0.3), items)
     assert _checks(get_task("math_length", concise_rate=0.3, hard_sum=10), items) == plain
-    assert _checks(get_task("math_length", concise_rate=0.3, hard_sum=None, hard_concise_rate=0.0), items) == plain
+    with pytest.raises(ValueError, match="hard_concise_rate needs hard_sum"):
+        get_task("math_length", concise_rate=0.3, hard_sum=None, hard_concise_rate=0.0)
     assert _checks(get_task("math_length", concise_rate=0.3, hard_sum=10, hard_concise_rate=0.3), items) == plain
 
 

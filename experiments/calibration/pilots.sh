@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The calibration pilots behind experiments/tiny.yaml (docs/tiny_scale.md, "Calibration"): short runs of the drift
 # control (shuffled) and of the per-channel baseline (GDPO) at the candidate learning rates, on the task options and
-# geometry tiny.yaml holds. `make calibrate` runs them (about 10 minutes on 2 cores) into results/pilots/<name>/ and
+# geometry tiny.yaml holds. `make calibrate` runs them (about 15 minutes on 2 cores) into results/pilots/<name>/ and
 # copies each pilot's pilot.csv and command.txt into docs/calibration/<name>/, then their medians into
 # docs/calibration/summary.md. docs/calibration/exploratory/ holds the earlier pilots that shaped the task options
 # (their commands are kept; they ran on earlier revisions of the tasks, so a rerun draws other demonstrations).
@@ -21,6 +21,7 @@ share_warm_start() {  # reuse the first pilot's warm start (same task options an
 mkdir -p "$OUT"
 TOOL=(--target toolcall --methods shuffled gdpo --seeds 0 1 2 --group-size 4 --set steps=30 --set eval_every=30
       --crossing format=0.8 --heldout 96)
+TOOL3=(--target three_rewards --methods shuffled gdpo --seeds 0 1 2 --group-size 4 --crossing format=0.8 --heldout 96)
 MATH=(--target math_length --methods shuffled gdpo --seeds 0 1 --group-size 8 --set steps=40 --set eval_every=40
       --crossing length=0.8 --crossing length=0.95 --heldout 96)
 {
@@ -29,6 +30,9 @@ MATH=(--target math_length --methods shuffled gdpo --seeds 0 1 --group-size 8 --
     share_warm_start toolcall-lr7e-4 "toolcall-lr$lr"
     pilot "toolcall-lr$lr" "${TOOL[@]}" --set learning_rate=$lr --set lr_warmup_updates=4
   done
+  pilot toolcall3-lr2e-4 "${TOOL3[@]}" --set learning_rate=2e-4
+  share_warm_start toolcall3-lr2e-4 toolcall3-lr1.5e-4
+  pilot toolcall3-lr1.5e-4 "${TOOL3[@]}" --set learning_rate=1.5e-4
 } &
 tool_pilots=$!
 {
