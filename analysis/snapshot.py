@@ -38,28 +38,30 @@ def step0_table(policies: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def headline_table(tables: Path) -> str:
-    """The headline from first_crossing.csv: per method and G, the first step toolcall's format reward reaches 0.8
-    (median and quartiles over seeds, never-crossing seeds counted as later than any step), and the claims about
-    it from claims.csv (effect size with its bootstrap interval, log-rank p, verdict)."""
+def headline_table(tables: Path, config: dict) -> str:
+    """The headline from first_crossing.csv: per method and G, the first step the tool task's format reward reaches
+    its threshold (``tasks.tool``, ``format_reward``, ``format_threshold`` in analysis/config.yaml), summarised by
+    ``dara.analysis.tables.crossing_summary`` exactly as first_crossing.md is (never-crossing seeds count as later
+    than any step), and the claims about it from claims.csv (effect size with its bootstrap interval, log-rank p,
+    verdict)."""
     import numpy as np
     import pandas as pd
 
     from dara.analysis import palette
+    from dara.analysis.tables import crossing_summary
 
+    task, reward, threshold = config["tasks"]["tool"], config["format_reward"], float(config["format_threshold"])
     runs = pd.read_csv(tables / "first_crossing.csv")
-    runs = runs[(runs["task"] == "toolcall") & (runs["reward"] == "format") & (runs["threshold"] == 0.8)]
-    lines = ["| method | G | seeds | reached 0.8 | median first step (q25-q75) |", "|---|---|---|---|---|"]
-    for method in palette.ordered(runs["method"].unique()):
-        for group_size, rows in runs[runs["method"] == method].groupby("G"):
-            steps = rows["step"].fillna(np.inf).to_numpy()
-            show = lambda q: "never" if np.isinf(q) else f"{q:g}"
-            q25, median, q75 = (np.quantile(steps, q, method="lower") if np.isinf(steps).any() else
-                                np.quantile(steps, q) for q in (0.25, 0.5, 0.75))
-            lines.append(f"| {palette.label(method)} | {group_size} | {len(rows)} | {int(rows['step'].notna().sum())} |"
-                         f" {show(median)} ({show(q25)}-{show(q75)}) |")
+    runs = runs[(runs["task"] == task) & (runs["reward"] == reward) & np.isclose(runs["threshold"], threshold)]
+    summary = crossing_summary(runs, by=("method", "G"))
+    show = lambda value: "never" if pd.isna(value) else f"{value:g}"  # noqa: E731 - NaN: not reached by enough seeds
+    lines = [f"| method | G | seeds | reached {threshold:g} | median first step (q25-q75) |", "|---|---|---|---|---|"]
+    for method in palette.ordered(summary["method"].unique()):
+        for row in summary[summary["method"] == method].sort_values("G").itertuples():
+            lines.append(f"| {palette.label(method)} | {row.G} | {row.n_runs} | {row.n_crossed} | {show(row.median)} "
+                         f"({show(row.q25)}-{show(row.q75)}) |")
     claims = pd.read_csv(tables / "claims.csv")
-    claims = claims[claims["claim"].str.contains("format 0.8 on toolcall")]
+    claims = claims[claims["claim"].str.contains(f"{reward} {threshold:g} on {task}", regex=False)]
     lines += ["", "| claim | ours | median difference in steps [95 % CI] | log-rank p | verdict |", "|---|---|---|---|---|"]
     for claim in claims.itertuples():
         difference = ("" if pd.isna(claim.median_difference) else
@@ -136,7 +138,10 @@ def take_verl_cpu_snapshot(results: Path, out: Path) -> None:
 def take_snapshot(results: Path, out: Path) -> None:
     copy(results / "REPORT.md", out / "REPORT.md")
     copy(results / "tables" / "first_crossing.md", out / "first_crossing.md")
-    write_text_atomic(out / "headline.md", headline_table(results / "tables"))
+    from dara.analysis.config import load_analysis_config
+
+    config = load_analysis_config(ROOT / "analysis" / "config.yaml", "tiny")
+    write_text_atomic(out / "headline.md", headline_table(results / "tables", config))
     write_text_atomic(out / "step0.md", step0_table(results / "policies"))
     write_text_atomic(out / "claims.md", claims_table(results / "tables"))
     copy(results / "tables" / "regime.md", out / "regime.md")
