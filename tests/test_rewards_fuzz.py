@@ -406,7 +406,8 @@ def test_math_correctness_of_hostile_outputs_is_in_range_and_bounded_in_time():
     offline = [k for k, name in enumerate(CORPUS) if name not in MATH_CORPUS_NAMES]
     assert scored.parse_failures[offline, 0].tolist() == [outcomes[k].failed for k in offline]
     assert not scored.parse_failures[:, 1].any()
-    assert set(task_metrics(task, items, responses, lengths, 48)) == {"accuracy", "exceed", "joint"}
+    assert set(task_metrics(task, items, responses, lengths, 48)) == {"accuracy", "exceed", "joint", "skipped_step",
+                                                                      "short_wrong"}
     assert grade(responses, answers)[-2:] == [True, False] and not any(grade(responses, answers)[:-2])
     assert by_name["power tower"].score == 0.0  # parsed; the comparison runs out of time: a wrong answer
     for name in ("nul bytes", "megabyte box", "deep braces"):

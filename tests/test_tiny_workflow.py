@@ -47,7 +47,7 @@ def test_a_single_run_is_a_file_target():
 def test_a_named_target_builds_its_runs_only():
     code, output = dry_run("--forceall", "three_rewards")
     assert code == 0, output
-    assert job_count(output, "train_toolcall3_grpo_G8") == 1 and job_count(output, "train_toolcall_grpo_G8") == 0
+    assert job_count(output, "train_toolcall3_grpo_G4") == 1 and job_count(output, "train_toolcall_grpo_G4") == 0
 
 
 def test_a_typo_in_the_experiment_stops_the_workflow_naming_the_key(tmp_path):

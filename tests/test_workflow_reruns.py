@@ -57,10 +57,10 @@ def test_a_comment_edit_plans_nothing(edited):
 def test_one_setting_of_one_target_reruns_that_targets_jobs_only(edited):
     edited(ACT_TARGET, ACT_TARGET[:-1] + ", settings: {learning_rate: 0.002}}")
     jobs = planned_jobs()
-    # that run's training only (no artifact reads act_critic's held-out evaluation, so none is planned)
-    assert _training_and_evaluation(jobs) == {"train_act_critic_dara_sym_G4"}
+    # that run's training and its held-out evaluation (the regime table reads it) only
+    assert _training_and_evaluation(jobs) == {"train_act_critic_dara_sym_G4", "evaluate_act_critic_dara_sym_G4"}
     # the artifacts drawn from act_critic's runs follow; those of other tasks do not
-    assert {"first_crossing", "dynamics", "fig1b", "report_md"} <= set(jobs)
+    assert {"first_crossing", "dynamics", "fig1b", "regime", "report_md"} <= set(jobs)
     assert not {"fig3", "fig4", "fig5", "table1", "table2", "table4a", "backends"} & set(jobs)
 
 
@@ -69,7 +69,8 @@ def test_a_warm_start_setting_reruns_that_tasks_warm_start_and_its_runs(edited):
            "  act_critic:\n    options: {tag_rate: 0.1}\n    warm_start: {sft_steps: 31}\n")
     jobs = planned_jobs()
     assert jobs.get("warm_start") == 1
-    assert _training_and_evaluation(jobs) == {"warm_start", "train_act_critic_dara_sym_G4"}
+    assert _training_and_evaluation(jobs) == {"warm_start", "train_act_critic_dara_sym_G4",
+                                              "evaluate_act_critic_dara_sym_G4"}
 
 
 def test_an_evaluation_setting_reruns_every_evaluation_and_no_training(edited):
