@@ -15,8 +15,8 @@ pilot prints and writes ``<out>/pilot.csv``:
   weights (``energy_share_calibrated/<reward>``), both as medians over steps 0-4 too (``..._first5``);
 - each reward's batch mean at step 0 and at the last step, and the first step its mean reaches a threshold
   (``--crossing REWARD=THRESHOLD``);
-- with ``--heldout N``: each reward's mean on N held-out items at the evaluation's sampling (temperature 0.6,
-  top-p 0.95, one sample each) for the warm start and the final policy, and for toolcall the share of tool items
+- with ``--heldout N``: each reward's mean on N held-out items at the experiment's evaluation sampling (its
+  ``evaluation`` block: temperature and top-p; one sample each, drawn with ``HELDOUT_SEED``) for the warm start and the final policy, and for toolcall the share of tool items
   whose first call is exactly right (correctness 3), a quick stand-in for BFCL's tool accuracy.
 """
 
@@ -89,14 +89,21 @@ def _finished_run(run_dir: Path, args) -> pd.DataFrame | None:
     return pd.read_parquet(metrics) if all(recorded.get(key) == value for key, value in wanted.items()) else None
 
 
-def heldout_means(policy_dir: str | Path, task, n_items: int, max_new_tokens: int) -> dict[str, float]:
-    """Reward means of one sample per held-out item at the evaluation's sampling, and toolcall's exact-call share."""
+# The pilots' own sampling seed, not the evaluation's: docs/calibration/ holds tables drawn with it.
+HELDOUT_SEED = 0
+
+
+def heldout_means(policy_dir: str | Path, task, n_items: int, max_new_tokens: int,
+                  sampling: dict[str, Any]) -> dict[str, float]:
+    """Reward means of one sample per held-out item at ``sampling``'s temperature and top-p (an experiment's
+    ``evaluation`` block: the pipeline's held-out sampling), and toolcall's exact-call share."""
     from dara.tiny.policy import generate, load_policy
 
     items = task.items("heldout", n_items, seed=0)
     tokenizer, model = load_policy(policy_dir)
-    texts, lengths = generate(model, tokenizer, [item["prompt"] for item in items], seed=0,
-                              max_new_tokens=max_new_tokens, temperature=0.6, top_p=0.95)
+    texts, lengths = generate(model, tokenizer, [item["prompt"] for item in items], seed=HELDOUT_SEED,
+                              max_new_tokens=max_new_tokens, temperature=sampling["temperature"],
+                              top_p=sampling["top_p"])
     rewards = task.score(texts, items, lengths)
     out = {f"heldout/{name}": float(rewards[:, k].mean()) for k, name in enumerate(task.reward_names)}
     if "correctness" in task.reward_names and task.name.startswith("toolcall"):
@@ -195,7 +202,8 @@ def main(argv: list[str] | None = None) -> None:
     if len(crossings) != len(cli.crossing):
         raise SystemExit(f"--crossing takes REWARD=THRESHOLD, got {cli.crossing}")
     rows = []
-    base = heldout_means(policy, task, cli.heldout, warm["max_new_tokens"]) if cli.heldout else {}
+    sampling = experiment["evaluation"]
+    base = heldout_means(policy, task, cli.heldout, warm["max_new_tokens"], sampling) if cli.heldout else {}
     for method in cli.methods:
         settings = {**run_settings(experiment, cli.target, method), **overrides}
         settings.pop("task_options")
@@ -212,7 +220,7 @@ def main(argv: list[str] | None = None) -> None:
             if cli.heldout:
                 row.update({f"base_{k}": v for k, v in base.items()})
                 final = run_dir / "checkpoints" / f"step{settings['steps']}"
-                row.update(heldout_means(final, task, cli.heldout, settings["max_new_tokens"]))
+                row.update(heldout_means(final, task, cli.heldout, settings["max_new_tokens"], sampling))
             rows.append(row)
             print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}))
     frame = pd.DataFrame(rows)
