@@ -384,6 +384,81 @@ def compute_advantages(
     )
 
 
+def channel_contributions(
+    method: str,
+    rewards,
+    index,
+    *,
+    w_max: float = W_MAX,
+    tau: float = TAU,
+    eps: float = EPS,
+    static_weights: Sequence[float] | None = None,
+    base_weights: Sequence[float] | None = None,
+    sign_eps: float = SIGN_EPS,
+    dvao_eps: float = DVAO_DENOM_EPS,
+) -> torch.Tensor:
+    """Each channel's part of each response's score under ``method``, before batch normalisation: (N, K) float64.
+
+    Summed over channels a row gives the response's score: GRPO's and DVAO's advantage itself, the per-channel
+    methods' weighted z-sum (zero where GD2PO-Hard drops a response) that ``batch_norm`` then normalises, the
+    shuffled control's permuted GDPO z-sum. GRPO's part of channel k is ``(r_k - mean_g r_k) / (std_g(sum r) + eps)``
+    (zero in a group whose summed reward is constant), DVAO's ``b_k (r_k - mu_k) / sum_j b_j sigma_j``.
+    `contribution_shares` turns them into each channel's share of the per-channel energies: how much of the score
+    each channel carries under the method, for any method of the table. Cross terms between channels are left out
+    (two channels that cancel in GRPO's sum still count), as in the trainers' ``energy_*`` metrics; the batch
+    normalisation that follows rescales every part alike, and its mean shift (not split by channel) and
+    GD2PO-Hard's loss weights are outside these parts. Options as `compute_advantages`.
+    """
+    x, device = _validated_rewards(rewards)
+    n_rows, n_channels = x.shape
+    _validate_options(method, w_max, tau, eps, "none", static_weights, base_weights, n_channels)
+    _validate_epsilons(method, sign_eps, dvao_eps)
+    layout = group_layout(index, n_rows, device=device)
+    spec = get_method(method)
+    if spec.formula == "grpo":
+        counts = layout.counts.to(x.dtype).unsqueeze(1)
+        centred = x - (_group_sum(x, layout) / counts)[layout.codes]
+        _, _, std, constant = group_zscores(x.sum(dim=1, keepdim=True), layout, eps)
+        parts = centred / (std[layout.codes] + eps)
+        return parts.masked_fill(constant[layout.codes], 0.0)
+    if spec.formula == "dvao":
+        b = torch.full((n_channels,), 1.0 / n_channels, dtype=torch.float64, device=device)
+        if base_weights is not None:
+            b = torch.as_tensor(base_weights, dtype=torch.float64, device=device)
+        counts = layout.counts.to(x.dtype).unsqueeze(1)
+        centred = x - (_group_sum(x, layout) / counts)[layout.codes]
+        constant = _group_extreme(x, layout, "amax") == _group_extreme(x, layout, "amin")
+        centred = centred.masked_fill(constant[layout.codes], 0.0)
+        sigma = torch.sqrt(_group_sum(centred * centred, layout) / counts).masked_fill(constant, 0.0)
+        denominator = (sigma * b).sum(dim=1)
+        live = denominator > dvao_eps
+        safe = torch.where(live, denominator, torch.ones_like(denominator))
+        return torch.where(live[layout.codes, None], centred * b / safe[layout.codes, None], torch.zeros_like(x))
+    z, _, _, _ = group_zscores(x, layout, eps)
+    if spec.formula == "shuffled":
+        return z[shuffle_permutation(x).to(device)]
+    _, density = channel_density(z, layout, tau)
+    if spec.weights == "density":
+        weights = density_weights(density, w_max)
+    elif spec.weights == "static":
+        weights = torch.as_tensor(static_weights, dtype=torch.float64, device=device)
+    else:
+        weights = torch.ones(n_channels, dtype=torch.float64, device=device)
+    parts = calibrate(z, weights, spec.calibration)
+    if spec.drops_conflicts:
+        keep = ~((z > sign_eps).any(dim=1) & (z < -sign_eps).any(dim=1))
+        parts = parts * keep[:, None]
+    return parts
+
+
+def contribution_shares(contributions: torch.Tensor) -> torch.Tensor:
+    """(K,) each channel's share of the per-channel energies (sums of squares over the batch) of
+    `channel_contributions`, cross terms left out; NaN when every part is 0."""
+    energy = (contributions.to(torch.float64) ** 2).sum(dim=0)
+    total = energy.sum()
+    return energy / total if total > 0 else torch.full_like(energy, float("nan"))
+
+
 def energy_shares(metrics, channels: Sequence[str], calibrated: bool = False) -> dict:
     """Each channel's share of the advantage energy in logged ``metrics`` (an `AdvantageResult.metrics` dict, a
     metrics row, or a frame of rows): its ``energy_pos`` + ``energy_neg`` (sum of z^2 over the batch; with
