@@ -148,6 +148,9 @@ def take_snapshot(results: Path, out: Path) -> None:
     write_text_atomic(out / "timing.md", timing_table(results))
     for name in FIGURES:
         copy(results / "figures" / f"{name}.png", out / f"{name}.png")
+    # `dara diagnose` on the headline's GRPO run (the README's "Is my multi-reward run imbalanced?")
+    copy(results / "diagnostics" / "toolcall" / "diagnostics.png", out / "diagnostics_toolcall.png")
+    copy(results / "diagnostics" / "toolcall" / "report.md", out / "diagnostics_toolcall.md")
     # the opt-in `trl` target's comparison, when it ran (`snakemake --cores 2 trl`); an older one is kept otherwise
     if (results / "tables" / "backends.md").is_file():
         copy(results / "tables" / "backends.md", out / "backends.md")

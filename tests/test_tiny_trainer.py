@@ -48,6 +48,13 @@ def test_one_step_writes_metrics_config_revision_and_checkpoints(act_policy, tmp
     for column in ("entropy", "response_length", "clip_fraction", "learning_rate", "seconds"):
         assert column in saved.columns and saved[column].notna().all()
     assert saved["kl"].isna().all()  # kl_coef 0: no reference forward, so no KL to log
+    # every response of the step, its rewards in the order the batch means were taken from
+    responses = pd.read_parquet(tmp_path / "rollouts.parquet")
+    assert len(responses) == 16 and responses["step"].eq(0).all()
+    assert responses.groupby("group").size().eq(4).all()  # G = 4 responses per prompt
+    for name in ("accuracy", "admissible", "format"):
+        assert responses[name].mean() == pytest.approx(saved[f"reward/{name}"].iloc[0])
+    assert responses["advantage"].abs().mean() == pytest.approx(saved["advantage_abs"].iloc[0], rel=1e-6)
     assert saved["reward/format"].between(-0.5, 0.0).all()
     # Parse failures, counted per step: accuracy and admissible are unread exactly where the tag is missing (-0.5).
     missing_tags = -saved["reward/format"].iloc[0] / 0.5 * 16
@@ -97,6 +104,8 @@ def test_a_killed_run_resumes_to_the_same_metrics(act_policy, tmp_path, monkeypa
     assert calls["n"] == 4  # the resumed run redid only steps 2 and 3, with the real function
     columns = [c for c in reference.columns if c != "seconds"]
     pd.testing.assert_frame_equal(reference[columns], resumed[columns])
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "uninterrupted" / "rollouts.parquet"),
+                                  pd.read_parquet(tmp_path / "resumed" / "rollouts.parquet"))
     # two updates a step: the learning rate of each step's last update, numbers 1, 3, 5, 7
     peak = default_settings()["learning_rate"]
     assert reference["learning_rate"].tolist() == pytest.approx(

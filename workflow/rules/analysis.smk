@@ -128,6 +128,37 @@ rule report_md:
 ALL_OUTPUTS += [path for _, _, outputs in ARTIFACTS.values() for path in outputs]
 ALL_OUTPUTS += rules.toy.output + rules.report_md.output
 
+# `dara diagnose` on one GRPO run of the headline task (its rollouts.parquet, written by the tiny trainer beside
+# metrics.parquet): what the README's "Is my multi-reward run imbalanced?" shows. The CPU trainer's scales only (a
+# verl run dumps its rollouts only with trainer.rollout_data_dir).
+DIAGNOSED = sorted((run for run in OWN_RUNS if run.backend == "tiny" and run.task == "toolcall"
+                    and run.method == "grpo" and run.group_size == main_group_size("toolcall")),
+                   key=lambda run: run.seed)[:1]
+if DIAGNOSED:
+
+    rule diagnostics:
+        input:
+            metrics=DIAGNOSED[0].metrics,
+        output:
+            f"{RESULTS}/diagnostics/toolcall/diagnostics.csv",
+            f"{RESULTS}/diagnostics/toolcall/report.md",
+            report(f"{RESULTS}/diagnostics/toolcall/diagnostics.png", caption=f"{CAPTIONS}/diagnostics.rst",
+                   category="Beyond the paper"),
+        log:
+            f"{RESULTS}/logs/analysis/diagnostics.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/analysis/diagnostics.tsv"
+        threads: 1
+        params:
+            rollouts=lambda wildcards, input: str(Path(input.metrics).with_name("rollouts.parquet")),
+            out=subpath(output[0], parent=True),
+        shell:
+            "OMP_NUM_THREADS={threads} python -m dara diagnose {params.rollouts} --group group --step step"
+            " --reward format --reward correctness --out {params.out} > {log} 2>&1"
+
+    ALL_OUTPUTS += rules.diagnostics.output
+
+
 
 # Backends side by side (analysis/backends.py): where a target trains runs with another backend than the scale's
 # own (TRL at the CPU scales, the tiny trainer at verl_cpu), the same task, method, G and seed of both, compared.

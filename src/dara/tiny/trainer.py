@@ -6,7 +6,9 @@ score every reward of the task, turn the (N, K) rewards into advantages with
 GD2PO-Hard's per-response loss weights and an optional k3 KL penalty to the warm-start policy.
 
 Row ``step = s`` of ``metrics.parquet`` describes the rollouts of the policy after ``s`` updates (row 0 is the
-warm-start policy, the "step-0 rate"), and ``checkpoints/step{s}`` is that same policy.
+warm-start policy, the "step-0 rate"), and ``checkpoints/step{s}`` is that same policy. ``rollouts.parquet`` holds
+every response of every step (``step``, ``group``, one column per reward named as the reward, ``response_length`` in tokens,
+``advantage``): the table `dara diagnose` reads, written just before ``metrics.parquet``.
 
     python -m dara.tiny.trainer --experiment tiny \\
         --run-dir results/tiny/runs/toolcall/dara_sym/G8/seed0 results/tiny/runs/toolcall/dara_sym/G8/seed1
@@ -55,7 +57,7 @@ class TrainArgs:
     policy: str
     """warm-start checkpoint folder (tokenizer + model, ``save_pretrained`` format)"""
     out: str
-    """run folder: config.yaml, git_revision.txt, metrics.parquet, checkpoints/, state.pt"""
+    """run folder: config.yaml, git_revision.txt, metrics.parquet, rollouts.parquet, checkpoints/, state.pt"""
     group_size: int
     """responses sampled per prompt (G)"""
     seed: int
@@ -226,6 +228,7 @@ def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported la
     torch.manual_seed(args.seed)
     prompt_rng = np.random.default_rng(args.seed)
     rows: list[dict[str, float]] = []
+    rollouts: list[dict[str, np.ndarray]] = []  # per step: every response's step, group, rewards, length, advantage
     start = 0
     state_path = out / "state.pt"
     if state_path.exists():
@@ -238,7 +241,9 @@ def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported la
         np.random.set_state(state["numpy_rng"])
         random.setstate(state["python_rng"])
         prompt_rng.bit_generator.state = state["prompt_rng"]
-        rows, start = state["rows"], state["step"]
+        if "rollouts" not in state:  # resuming it would leave the first steps out of rollouts.parquet
+            raise ValueError(f"{state_path} predates rollouts.parquet (no 'rollouts' in it); delete it to start over")
+        rows, rollouts, start = state["rows"], state["rollouts"], state["step"]
 
     run = None
     if args.wandb:
@@ -256,7 +261,8 @@ def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported la
         if step in eval_steps:
             save_policy(model, tokenizer, out / "checkpoints" / f"step{step}")
         if step % args.state_every == 0 and step > start:
-            state = {"args": args.resolved(), "step": step, "rows": rows, "model": model.state_dict(),
+            state = {"args": args.resolved(), "step": step, "rows": rows, "rollouts": rollouts,
+                     "model": model.state_dict(),
                      "optimizer": optimizer.state_dict(), "torch_rng": torch.get_rng_state(),
                      "numpy_rng": np.random.get_state(), "python_rng": random.getstate(),
                      "prompt_rng": prompt_rng.bit_generator.state}
@@ -309,12 +315,17 @@ def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported la
                     "learning_rate": float(optimizer.param_groups[0]["lr"]),
                     "seconds": time.perf_counter() - started})
         rows.append(row)
+        rollouts.append({"step": np.full(len(texts), step), "group": groups,
+                         **{name: rewards[:, k] for k, name in enumerate(task.reward_names)},
+                         "response_length": np.asarray(lengths), "advantage": result.advantages.numpy()})
         if run is not None:
             run.log(row, step=step)
         bar.set_postfix({name: f"{row[f'reward/{name}']:.2f}" for name in task.reward_names}, refresh=False)
 
     if run is not None:
         run.finish()
+    responses = pd.concat([pd.DataFrame(part) for part in rollouts], ignore_index=True)
+    replace_atomically(out / "rollouts.parquet", lambda p: responses.to_parquet(p, index=False))
     frame = pd.DataFrame(rows)
     # metrics.parquet is the rule's output: written last, atomically.
     replace_atomically(out / "metrics.parquet", lambda p: frame.to_parquet(p, index=False))
