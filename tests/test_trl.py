@@ -462,3 +462,89 @@ def test_the_docs_example_runs_as_written(policy, tmp_path, monkeypatch, documen
     trainer = namespace["trainer"]
     assert trainer.state.global_step == trainer.args.max_steps
     assert any("dara/weight/tool_format" in entry for entry in trainer.state.log_history)
+
+
+# Monitor mode: TRL's own trainer, its advantages untouched, with the density diagnostics logged.
+
+def _plain_config(tmp_path, name, **overrides):
+    settings = dict(output_dir=str(tmp_path / name), num_generations=G, per_device_train_batch_size=4 * G,
+                    steps_per_generation=1, max_steps=2, max_completion_length=12, learning_rate=1e-3,
+                    use_cpu=True, bf16=False, gradient_checkpointing=False, report_to="none", logging_steps=1,
+                    save_strategy="no", disable_tqdm=True, seed=0)
+    settings.update(overrides)
+    return trl.GRPOConfig(**settings)
+
+
+def _recording(base):
+    class Recording(base):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.advantages, self.rewards = [], []
+
+        def _generate_and_score_completions(self, inputs):
+            output = super()._generate_and_score_completions(inputs)
+            self.advantages.append(output["advantages"].clone())
+            self.rewards.append(np.stack([np.asarray(self._logs["rewards"][n], dtype=float)
+                                          for n in self.reward_func_names], axis=1))
+            return output
+    return Recording
+
+
+def test_the_monitor_leaves_trls_advantages_bit_identical_and_logs_the_diagnostics(policy, tmp_path):
+    from dara.diagnose import batch_diagnostics
+    from dara.trl import DensityMonitorGRPOTrainer
+
+    plain = _trainer(policy, _plain_config(tmp_path, "plain"), cls=_recording(trl.GRPOTrainer))
+    plain.train()
+    monitored = _trainer(policy, _plain_config(tmp_path, "monitored", log_completions=True),
+                         cls=_recording(DensityMonitorGRPOTrainer))
+    monitored.train()
+    assert len(plain.advantages) == len(monitored.advantages) == 2
+    for a, b in zip(plain.advantages, monitored.advantages):
+        assert torch.equal(a, b)
+    assert any(bool(a.abs().max() > 0.1) for a in plain.advantages)  # TRL's own advantages carry a signal
+    logged = [entry for entry in monitored.state.log_history if "dara_monitor/density/dense" in entry]
+    assert len(logged) == 2
+    for entry, rewards in zip(logged, monitored.rewards):
+        expected = batch_diagnostics(rewards, np.arange(len(rewards)) // G, ["dense", "sparse"])
+        for key in ("density/dense", "density/sparse", "dara_weight/sparse", "energy_share_grpo/sparse",
+                    "energy_share_gdpo/dense", "energy_share_dara_asym/sparse"):
+            assert entry[f"dara_monitor/{key}"] == pytest.approx(expected[key])
+        assert entry["dara_monitor/scored_fraction"] == 1.0
+    # TRL's logged completions (one parquet per logging step) read by `dara diagnose` give the same densities
+    from dara.__main__ import main as dara_main
+
+    out = tmp_path / "diagnosis"
+    dara_main(["diagnose", str(tmp_path / "monitored" / "completions"), "--group", "prompt", "--reward", "dense",
+               "--reward", "sparse", "--step", "step", "--out", str(out)])
+    table = pd.read_csv(out / "diagnostics.csv").set_index(["step", "reward"])
+    for step, entry in zip((1, 2), logged):
+        assert table.loc[(step, "dense"), "density"] == pytest.approx(entry["dara_monitor/density/dense"])
+        assert table.loc[(step, "sparse"), "energy_share_gdpo"] == pytest.approx(
+            entry["dara_monitor/energy_share_gdpo/sparse"])
+
+
+def test_monitor_metrics_leave_out_unscored_rows_and_lonely_groups():
+    from dara.trl import monitor_metrics
+
+    rewards = torch.tensor([[1.0, 0.0], [0.0, 0.0], [float("nan")] * 2, [1.0, 1.0],  # group 0: 3 scored
+                            [float("nan")] * 2, [1.0, 0.0], [float("nan")] * 2, [float("nan")] * 2])  # group 1: 1
+    found = monitor_metrics(rewards, 4, ["a", "b"])
+    assert found["scored_fraction"] == 3 / 8 and found["groups"] == 1.0
+    assert found["density/a"] == 1.0 and found["density/b"] == 1.0
+
+
+def test_the_monitor_refuses_reward_functions_of_one_name_and_bad_options_at_construction(policy, tmp_path):
+    from dara.trl import DensityMonitorGRPOTrainer
+
+    with pytest.raises(ValueError, match="distinct names"):
+        _trainer(policy, _plain_config(tmp_path, "twins"), reward_funcs=(lambda completions, **k: [0.0] * len(completions),
+                                                                       lambda completions, **k: [1.0] * len(completions)),
+                 cls=DensityMonitorGRPOTrainer)
+    from dara.tiny.policy import load_policy
+
+    tokenizer, model = load_policy(policy)
+    with pytest.raises(ValueError, match="static_weights"):
+        DensityMonitorGRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=[dense, sparse],
+                                  args=_plain_config(tmp_path, "weights"), train_dataset=_dataset(),
+                                  monitor_static_weights=[1.0])

@@ -67,7 +67,9 @@ def setup(tmp_path_factory):
                                               "runtime_minutes": 10}}}
     paper["primary_models"] = {"toolcall": "tiny"}
     paper["target_models"] = {"toolcall": ["tiny"]}
-    paper["verl"].update({"trainer.save_freq": 1, "trainer.test_freq": -1})
+    paper["verl"].update({"trainer.save_freq": 1, "trainer.test_freq": -1,
+                          # verl's rollout dump (one JSONL per step), which `dara diagnose` reads below
+                          "trainer.rollout_data_dir": str(base / "rollouts")})
     del experiment["tasks"]["math_length"]
     experiment["targets"] = {"toolcall": experiment["targets"]["toolcall"]}  # verl only: no tiny-trainer twins
     experiment["tasks"]["toolcall"]["settings"]["paper"].update(steps=2, responses_per_step=8, mini_batch_responses=8)
@@ -112,6 +114,17 @@ def test_two_steps_then_kill_and_resume(setup):
         model = AutoModelForCausalLM.from_pretrained(export)
         assert sum(p.numel() for p in model.parameters()) > 0
     first_seconds = time.perf_counter() - started
+
+    # `dara diagnose` on verl's own rollout dump (groups by prompt text: the dump has no uid) finds the densities
+    # that the estimator logged for the same steps
+    from dara.__main__ import main as dara_main
+
+    dara_main(["diagnose", str(base / "rollouts"), "--group", "input", "--step", "step", "--reward", "format",
+               "--reward", "correctness", "--out", str(base / "diagnosis")])
+    diagnosed = pd.read_csv(base / "diagnosis" / "diagnostics.csv").set_index(["step", "reward"])
+    for _, row in frame.iterrows():
+        for reward in ("format", "correctness"):
+            assert diagnosed.loc[(int(row["step"]), reward), "density"] == pytest.approx(row[f"density/{reward}"])
 
     # Resume to 5 steps, kill that attempt as soon as it has logged step 3 (mid-training), then let a new attempt
     # finish: it must continue from verl's last checkpoint (step 3, or 2 if the kill came before that save), not
