@@ -1,10 +1,10 @@
-"""dara.tiny.pilot: the calibration pilots' argument parsing, regime numbers and reuse of finished runs."""
+"""dara.pilot: the calibration pilots' argument parsing, regime numbers and reuse of finished runs."""
 
 import pandas as pd
 import pytest
 import yaml
 
-from dara.tiny.pilot import _assignments, _finished_run, summarise_run
+from dara.pilot import _assignments, _finished_run, summarise_run
 
 
 def test_assignments_parse_yaml_scalars_and_refuse_a_missing_value():
@@ -19,7 +19,7 @@ def _metrics():
     for step in range(8):
         rows.append({"step": step, "reward/format": 0.1 * step, "reward/correctness": -1.0 + 0.2 * step,
                      "density/format": 0.04 if step == 0 else 0.3, "density/correctness": 0.7,
-                     "weight/format": 4.0 if step == 0 else 1.5, "weight/correctness": 1.0,
+                     "weight/format": 1.0, "weight/correctness": 1.0,  # as a GDPO run logs them
                      # GDPO's share of format energy: 3 / (3 + 27) = 0.1 at step 0, then 0.5
                      "energy_pos/format": 1.5 if step == 0 else 10.0, "energy_neg/format": 1.5 if step == 0 else 10.0,
                      "energy_pos/correctness": 13.5 if step == 0 else 10.0,
@@ -31,8 +31,11 @@ def _metrics():
 
 
 def test_summarise_run_reads_the_regime_numbers():
-    summary = summarise_run(_metrics(), ("format", "correctness"), [("format", 0.5), ("format", 0.65)])
-    assert summary["density0/format"] == 0.04 and summary["weight0/format"] == 4.0
+    summary = summarise_run(_metrics(), ("format", "correctness"), [("format", 0.5), ("format", 0.65)], w_max=5.0)
+    # DARA's weight at the step-0 densities, whatever the run trained with: sqrt(0.7 / 0.04), under the cap
+    assert summary["density0/format"] == 0.04 and summary["weight0/format"] == pytest.approx((0.7 / 0.04) ** 0.5)
+    assert summary["weight0/correctness"] == 1.0
+    assert summarise_run(_metrics(), ("format", "correctness"), [], w_max=4.0)["weight0/format"] == 4.0
     assert summary["energy_share0/format"] == pytest.approx(0.1)
     assert summary["energy_share_first5/format"] == pytest.approx(0.5)  # median over steps 0-4
     assert summary["energy_share_calibrated0/format"] == pytest.approx(0.5)

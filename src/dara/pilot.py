@@ -1,7 +1,7 @@
 """Short calibration pilots of the tiny scale: a warm start and a few runs with settings overridden, and the regime
 numbers that decide a setting (docs/tiny_scale.md, "Calibration").
 
-    python -m dara.tiny.pilot --experiment tiny --target toolcall --methods gdpo dara_sym --seeds 0 1 \\
+    python -m dara.pilot --experiment tiny --target toolcall --methods gdpo dara_sym --seeds 0 1 \\
         --set learning_rate=3e-4 --option wrong_key_rate=0.7 --out results/pilots/toolcall-lr3e-4
 
 Settings resolve as for the target's runs (`dara.experiments.run_settings`); ``--set KEY=VALUE`` overrides a run
@@ -9,7 +9,8 @@ setting and ``--option KEY=VALUE`` a task option (both parsed as YAML scalars), 
 warm start is made once per ``--out`` folder (and reused while the task options are unchanged). For every run the
 pilot prints and writes ``<out>/pilot.csv``:
 
-- step-0 density of each reward and DARA's weight on it (the first rollout batch, before any update);
+- step-0 density of each reward and the weight DARA gives it at those densities (the first rollout batch, before any
+  update; computed from the densities whichever method the run trains with, so a GDPO pilot shows it too);
 - each reward's share of the z-score energy at step 0, which is GDPO's share of the advantage energy
   (``energy_share/<reward>``: sum of z^2 over the channel / over all channels), and the run's own share after its
   weights (``energy_share_calibrated/<reward>``), both as medians over steps 0-4 too (``..._first5``);
@@ -17,13 +18,18 @@ pilot prints and writes ``<out>/pilot.csv``:
   (``--crossing REWARD=THRESHOLD``);
 - with ``--heldout N``: each reward's mean on N held-out items at the experiment's evaluation sampling (its
   ``evaluation`` block: temperature and top-p; one sample each, drawn with ``HELDOUT_SEED``) for the warm start and the final policy, and for toolcall the share of tool items
-  whose first call is exactly right (correctness 3), a quick stand-in for BFCL's tool accuracy.
+  whose first call is exactly right (correctness 3), a quick stand-in for BFCL's tool accuracy;
+- with ``--evaluate``: the pipeline's own held-out evaluation (`dara.evaluation.tiny.evaluate_runs` with the
+  experiment's ``evaluation`` block, BFCL scoring included) of each run's first and last checkpoint, as
+  ``base_eval/<metric>`` and ``eval/<metric>``: the numbers the regime table reports, so a drift criterion is
+  decided on the metric it is stated in.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import shlex
 import shutil
@@ -35,7 +41,9 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from dara.advantages import energy_shares
+import torch
+
+from dara.advantages import density_weights, energy_shares
 
 
 def _assignments(pairs: list[str], flag: str) -> dict[str, Any]:
@@ -54,16 +62,18 @@ def _assignments(pairs: list[str], flag: str) -> dict[str, Any]:
     return found
 
 
-def summarise_run(metrics: pd.DataFrame, rewards: tuple[str, ...],
-                  crossings: list[tuple[str, float]]) -> dict[str, Any]:
+def summarise_run(metrics: pd.DataFrame, rewards: tuple[str, ...], crossings: list[tuple[str, float]],
+                  w_max: float) -> dict[str, Any]:
     """The regime numbers of one run's metrics (see the module docstring)."""
     metrics = metrics.sort_values("step").reset_index(drop=True)
     first, last = metrics.iloc[0], metrics.iloc[-1]
     early = metrics[metrics["step"] <= 4]
     out: dict[str, Any] = {}
-    for reward in rewards:
+    dara_weights = density_weights(torch.tensor([float(first[f"density/{r}"]) for r in rewards], dtype=torch.float64),
+                                   w_max)
+    for k, reward in enumerate(rewards):
         out[f"density0/{reward}"] = first[f"density/{reward}"]
-        out[f"weight0/{reward}"] = first[f"weight/{reward}"]
+        out[f"weight0/{reward}"] = float(dara_weights[k])
         out[f"mean0/{reward}"] = first[f"reward/{reward}"]
         out[f"mean_last/{reward}"] = last[f"reward/{reward}"]
     for calibrated, name in ((False, "energy_share"), (True, "energy_share_calibrated")):
@@ -113,6 +123,27 @@ def heldout_means(policy_dir: str | Path, task, n_items: int, max_new_tokens: in
     return out
 
 
+def pipeline_evaluation(runs: list[tuple[Path, Path]], evaluation: dict[str, Any]) -> list[dict[str, float]]:
+    """The pipeline's held-out metrics of the first and last checkpoints (``base_eval/`` and ``eval/``) of each
+    (run folder, evaluation folder), evaluated in one process (one BFCL scoring call for all)."""
+    from dara.evaluation.tiny import RunToEvaluate, evaluate_runs
+
+    to_evaluate = []
+    for run_dir, eval_dir in runs:
+        run = RunToEvaluate.from_config(run_dir, eval_dir)
+        to_evaluate.append(dataclasses.replace(run, checkpoint_steps=(run.checkpoint_steps[0],
+                                                                       run.checkpoint_steps[-1])))
+    evaluate_runs(to_evaluate, **evaluation)  # resumes: checkpoints already evaluated are skipped
+    found = []
+    for run in to_evaluate:
+        out = {}
+        for prefix, step in zip(("base_eval", "eval"), run.checkpoint_steps):
+            record = json.loads((run.out_dir / f"step{step}.json").read_text())
+            out.update({f"{prefix}/{name}": float(value) for name, value in record["metrics"].items()})
+        found.append(out)
+    return found
+
+
 # The columns a calibration decision reads, per pilot and method (medians over its seeds).
 SUMMARY_COLUMNS = {
     "seeds": "seeds", "density0/format": "format density, step 0", "weight0/format": "DARA weight, step 0",
@@ -121,6 +152,8 @@ SUMMARY_COLUMNS = {
     "crossing/length>=0.8": "length 0.8 at step", "crossing/length>=0.95": "length 0.95 at step",
     "base_heldout/exact_call_tool": "held-out exact call, base", "heldout/exact_call_tool": "held-out exact call, last",
     "base_heldout/correctness": "held-out correctness, base", "heldout/correctness": "held-out correctness, last",
+    "base_eval/bfcl_accuracy_tool": "BFCL tool accuracy, base", "eval/bfcl_accuracy_tool": "BFCL tool accuracy, last",
+    "base_eval/accuracy": "held-out accuracy, base", "eval/accuracy": "held-out accuracy, last",
 }
 
 
@@ -161,6 +194,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warm", action="append", default=[], metavar="KEY=VALUE", help="a warm-start setting")
     parser.add_argument("--crossing", action="append", default=[], metavar="REWARD=THRESHOLD")
     parser.add_argument("--heldout", type=int, default=0, help="held-out items to sample (0: none)")
+    parser.add_argument("--evaluate", action="store_true",
+                        help="evaluate the first and last checkpoints as the pipeline does (BFCL for tool calling)")
     parser.add_argument("--out", required=True, help="the pilot's folder; with --summarise, the markdown file")
     parser.add_argument("--summarise", nargs="+", type=Path, metavar="PILOT_CSV",
                         help="write only the summary table of these pilot.csv files to --out")
@@ -182,7 +217,7 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(cli.out)
     out.mkdir(parents=True, exist_ok=True)
     given = sys.argv[1:] if argv is None else list(argv)
-    (out / "command.txt").write_text("python -m dara.tiny.pilot " + shlex.join(given) + "\n")
+    (out / "command.txt").write_text("python -m dara.pilot " + shlex.join(given) + "\n")
 
     warm = {**warm_start_settings(experiment, task_name), **_assignments(cli.warm, "--warm")}
     warm["max_new_tokens"] = overrides.get("max_new_tokens", warm["max_new_tokens"])
@@ -192,7 +227,8 @@ def main(argv: list[str] | None = None) -> None:
     if not ((policy / "warmstart.json").is_file() and stamp_file.is_file() and stamp_file.read_text() == stamp):
         warm_start(out=policy, **warm)
         stamp_file.write_text(stamp)
-        shutil.rmtree(out / "runs", ignore_errors=True)  # runs of another warm start are not this pilot's
+        for stale in ("runs", "eval"):  # runs of another warm start are not this pilot's
+            shutil.rmtree(out / stale, ignore_errors=True)
     step0 = json.loads((policy / "warmstart.json").read_text())["step0"]
     print("warm start step 0:", {k: round(v, 3) for k, v in step0.items() if isinstance(v, float)})
 
@@ -201,7 +237,7 @@ def main(argv: list[str] | None = None) -> None:
                  (pair.split("=", 1) for pair in cli.crossing if "=" in pair)]
     if len(crossings) != len(cli.crossing):
         raise SystemExit(f"--crossing takes REWARD=THRESHOLD, got {cli.crossing}")
-    rows = []
+    rows, evaluated = [], []
     sampling = experiment["evaluation"]
     base = heldout_means(policy, task, cli.heldout, warm["max_new_tokens"], sampling) if cli.heldout else {}
     for method in cli.methods:
@@ -209,20 +245,26 @@ def main(argv: list[str] | None = None) -> None:
         settings.pop("task_options")
         for seed in cli.seeds:
             run_dir = out / "runs" / method / f"G{group_size}" / f"seed{seed}"
+            eval_dir = out / "eval" / method / f"G{group_size}" / f"seed{seed}"
             args = TrainArgs(task=task_name, method=method, group_size=group_size, seed=seed, policy=str(policy),
                              out=str(run_dir), progress=False, task_options=options, **settings)
             metrics = _finished_run(run_dir, args)
             if metrics is None:
                 shutil.rmtree(run_dir, ignore_errors=True)  # another pilot's settings, or killed half-way
+                shutil.rmtree(eval_dir, ignore_errors=True)  # its evaluation was of the checkpoints just removed
                 metrics = train(args)
             row = {"method": method, "G": group_size, "seed": seed,
-                   **summarise_run(metrics, task.reward_names, crossings)}
+                   **summarise_run(metrics, task.reward_names, crossings, settings["w_max"])}
             if cli.heldout:
                 row.update({f"base_{k}": v for k, v in base.items()})
                 final = run_dir / "checkpoints" / f"step{settings['steps']}"
                 row.update(heldout_means(final, task, cli.heldout, settings["max_new_tokens"], sampling))
             rows.append(row)
+            evaluated.append((run_dir, eval_dir))
             print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}))
+    if cli.evaluate:
+        for row, metrics_of_run in zip(rows, pipeline_evaluation(evaluated, sampling)):
+            row.update(metrics_of_run)
     frame = pd.DataFrame(rows)
     frame.to_csv(out / "pilot.csv", index=False)
     numeric = frame.drop(columns=["seed"]).groupby(["method", "G"]).median(numeric_only=True)
