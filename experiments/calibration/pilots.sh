@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# The calibration pilots behind experiments/tiny.yaml (docs/tiny_scale.md, "Calibration"): short runs of the drift
-# control (shuffled) and of the per-channel baseline (GDPO) at the candidate learning rates, on the task options and
-# geometry tiny.yaml holds. `make calibrate` runs them (about 15 minutes on 2 cores) into results/pilots/<name>/ and
-# copies each pilot's pilot.csv and command.txt into docs/calibration/<name>/, then their medians into
-# docs/calibration/summary.md. docs/calibration/exploratory/ holds the earlier pilots that shaped the task options
-# (their commands are kept; they ran on earlier revisions of the tasks, so a rerun draws other demonstrations).
+# The calibration pilots behind experiments/tiny.yaml (docs/tiny_scale.md, "Calibration"): the step-0 screens of the
+# tool task's format rate, then short runs of the drift control (shuffled) and of the per-channel baseline (GDPO) at
+# the candidate learning rates and KL weights, each evaluated as the pipeline evaluates (--evaluate: BFCL's tool
+# accuracy, math's held-out accuracy). `make calibrate` runs them (about 45 minutes on 2 cores) into
+# results/pilots/<name>/ and copies each pilot's pilot.csv and command.txt into docs/calibration/<name>/, then their
+# medians into docs/calibration/summary.md. docs/calibration/exploratory/ holds the earlier pilots that shaped the
+# task options (their commands are kept; they ran on earlier revisions of the tasks, so a rerun draws other
+# demonstrations).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-.venv/bin/python}
 OUT=results/pilots
 pilot() {  # name, then the pilot's arguments
   local name=$1; shift
-  "$PY" -m dara.tiny.pilot --out "$OUT/$name" "$@" > "$OUT/$name.log" 2>&1
+  "$PY" -m dara.pilot --out "$OUT/$name" "$@" > "$OUT/$name.log" 2>&1
   mkdir -p "docs/calibration/$name"
   cp "$OUT/$name/pilot.csv" "$OUT/$name/command.txt" "docs/calibration/$name/"
 }
@@ -19,36 +21,50 @@ share_warm_start() {  # reuse the first pilot's warm start (same task options an
   mkdir -p "$OUT/$2"; cp -r "$OUT/$1/policy" "$OUT/$1/warm_settings.json" "$OUT/$2/"
 }
 mkdir -p "$OUT"
-TOOL=(--target toolcall --methods shuffled gdpo --seeds 0 1 2 --group-size 4 --set steps=30 --set eval_every=30
-      --crossing format=0.8 --heldout 96)
-TOOL3=(--target three_rewards --methods shuffled gdpo --seeds 0 1 2 --group-size 4 --crossing format=0.8 --heldout 96)
+# step 0 only: the format density, GDPO's share and DARA's weight of the first batch of 10 seeds
+SCREEN=(--target toolcall --methods gdpo --seeds 0 1 2 3 4 5 6 7 8 9 --group-size 4 --set steps=1 --set eval_every=1
+        --evaluate)
+TOOL=(--target toolcall --methods shuffled gdpo --seeds 0 1 2 3 4 --group-size 4 --crossing format=0.8 --evaluate)
+TOOL3=(--target three_rewards --methods shuffled gdpo --seeds 0 1 2 3 4 --group-size 4 --crossing format=0.8
+       --evaluate)
 MATH=(--target math_length --methods shuffled gdpo --seeds 0 1 --group-size 8 --set steps=40 --set eval_every=40
       --crossing length=0.8 --crossing length=0.95 --heldout 96)
 {
-  pilot toolcall-lr7e-4 "${TOOL[@]}" --set learning_rate=7e-4 --set lr_warmup_updates=0
-  for lr in 3e-4 2e-4 1.5e-4; do
-    share_warm_start toolcall-lr7e-4 "toolcall-lr$lr"
-    pilot "toolcall-lr$lr" "${TOOL[@]}" --set learning_rate=$lr --set lr_warmup_updates=4
+  for rate in 0.02 0.015 0.012; do
+    pilot "screen-fr$rate" "${SCREEN[@]}" --option format_rate=$rate
   done
-  pilot toolcall3-lr2e-4 "${TOOL3[@]}" --set learning_rate=2e-4
-  share_warm_start toolcall3-lr2e-4 toolcall3-lr1.5e-4
-  pilot toolcall3-lr1.5e-4 "${TOOL3[@]}" --set learning_rate=1.5e-4
+  for config in 1.5e-4:0:30 1.5e-4:0.1:30 2e-4:0.1:30 3e-4:0.1:30 3e-4:0.2:30 2e-4:0.1:40 2e-4:0.2:40 3e-4:0.2:40; do
+    IFS=: read -r lr kl steps <<< "$config"
+    name="tc-fr012-lr$lr-kl$kl-s$steps"
+    share_warm_start screen-fr0.012 "$name"
+    pilot "$name" "${TOOL[@]}" --option format_rate=0.012 --set learning_rate=$lr --set kl_coef=$kl \
+      --set steps=$steps --set eval_every=$steps
+  done
 } &
 tool_pilots=$!
 {
+  pilot tc3-fr012-lr1.5e-4-kl0 "${TOOL3[@]}" --option format_rate=0.012 --set learning_rate=1.5e-4 --set kl_coef=0
+  for config in 1.5e-4:0.1 2e-4:0.1; do
+    lr=${config%%:*}; kl=${config#*:}
+    share_warm_start tc3-fr012-lr1.5e-4-kl0 "tc3-fr012-lr$lr-kl$kl"
+    pilot "tc3-fr012-lr$lr-kl$kl" "${TOOL3[@]}" --option format_rate=0.012 --set learning_rate=$lr --set kl_coef=$kl
+  done
   pilot math-lr3e-4-kl0 "${MATH[@]}" --set learning_rate=3e-4 --set kl_coef=0
   for config in 1.5e-4:0.1 1e-4:0.2 1.5e-4:0.5; do
     lr=${config%%:*}; kl=${config#*:}
     share_warm_start math-lr3e-4-kl0 "math-lr$lr-kl$kl"
     pilot "math-lr$lr-kl$kl" "${MATH[@]}" --set learning_rate=$lr --set kl_coef=$kl
   done
+  # the chosen math settings' drift control on 10 seeds, evaluated as the pipeline does
+  share_warm_start math-lr3e-4-kl0 math-control10
+  pilot math-control10 --target math_length --methods shuffled --seeds 0 1 2 3 4 5 6 7 8 9 --group-size 8 --evaluate
 } &
-math_pilots=$!
+other_pilots=$!
 status=0
 wait "$tool_pilots" || status=$?
-wait "$math_pilots" || status=$?
+wait "$other_pilots" || status=$?
 if [ "$status" -ne 0 ]; then
   echo "a pilot failed (its log: $OUT/<name>.log)" >&2
   exit "$status"
 fi
-"$PY" -m dara.tiny.pilot --summarise docs/calibration/*/pilot.csv --out docs/calibration/summary.md
+"$PY" -m dara.pilot --summarise docs/calibration/*/pilot.csv --out docs/calibration/summary.md
