@@ -10,7 +10,8 @@ from dara.runs import find_run, run_matrix
 from dara.tiny.trainer import TrainArgs
 
 SMOKE_TARGETS = {"toolcall", "math_length", "act_critic", "group_size", "three_rewards", "static_vs_dynamic", "trl"}
-TINY_TARGETS = SMOKE_TARGETS | {"toolcall_baselines", "math_baselines", "group_size_grpo"}
+TINY_TARGETS = SMOKE_TARGETS | {"toolcall_baselines", "math_baselines", "group_size_grpo", "toolcall_control",
+                                "math_control", "three_rewards_control", "act_critic_control"}
 
 
 @pytest.fixture(scope="module")
@@ -32,12 +33,13 @@ def test_tiny_run_matrix_sizes(tiny):
     sizes = {name: len(run_matrix(tiny, name)) for name in TINY_TARGETS}
     assert sizes == {"toolcall": 40, "toolcall_baselines": 15, "math_length": 30, "math_baselines": 18,
                      "act_critic": 18, "group_size": 90, "group_size_grpo": 9, "three_rewards": 15,
-                     "static_vs_dynamic": 12, "trl": 30}
+                     "static_vs_dynamic": 12, "trl": 30, "toolcall_control": 10, "math_control": 10,
+                     "three_rewards_control": 10, "act_critic_control": 10}
     runs = run_matrix(tiny)
     # group_size shares its G=4 runs with toolcall (and group_size_grpo with toolcall's GRPO); static_vs_dynamic is
     # inside math_length and math_baselines; the trl runs have the same coordinates as toolcall's but another
-    # backend and folder.
-    assert len(runs) == 40 + 15 + 30 + 18 + 18 + (90 - 30) + (9 - 3) + 15 + 30
+    # backend and folder; each task's 10-seed drift control shares its seeds 0-2 with the baselines' control.
+    assert len(runs) == 40 + 15 + 30 + 18 + 18 + (90 - 30) + (9 - 3) + 15 + 30 + 4 * (10 - 3)
     assert len({r.run_dir for r in runs}) == len(runs)
     shared = find_run(tiny, "toolcall", "dara_sym", 4, 0, backend="tiny")
     assert sorted(shared.targets) == ["group_size", "toolcall"]
@@ -48,6 +50,12 @@ def test_tiny_run_matrix_sizes(tiny):
     controlled = {tiny["targets"][name]["task"] for name in tiny["targets"]
                   if "shuffled" in tiny["targets"][name]["methods"]}
     assert controlled == set(tiny["tasks"])
+    # ... on 10 seeds: its drift is a criterion of the regime (docs/tiny_scale.md), decided on as many seeds as a claim
+    control_seeds = {task: set() for task in tiny["tasks"]}
+    for run in runs:
+        if run.method == "shuffled" and run.backend == "tiny":
+            control_seeds[run.task].add(run.seed)
+    assert all(len(seeds) >= 10 for seeds in control_seeds.values()), control_seeds
     assert all(len(r["seeds"]) >= 3 for r in tiny["targets"].values())
 
 
@@ -60,6 +68,7 @@ def test_group_size_sweep_keeps_responses_per_step(tiny):
 def test_settings_resolve_global_then_task_then_target(tiny):
     experiment = copy.deepcopy(tiny)
     experiment["targets"]["act_critic"]["settings"] = {"learning_rate": 0.5}
+    del experiment["targets"]["act_critic_control"]  # shares act_critic's control runs, so would conflict
     experiment["tasks"]["act_critic"]["settings"]["learning_rate"] = 0.25
     experiment["tasks"]["act_critic"]["settings"]["batch_norm"] = "none"
     settings = find_run(experiment, "act_critic", "gdpo", 8, 0).settings
