@@ -263,3 +263,19 @@ def test_ppo_first_ratio_is_one_with_the_samplers_logprobs(act_policy, tmp_path,
     monkeypatch.setattr(trainer_module, "ppo_update", checks_the_ratio)
     train(_args(act_policy, tmp_path, steps=2))
     assert len(seen) == 2 and max(seen) < 1e-5
+
+
+def test_a_state_from_before_rollouts_parquet_trains_the_run_from_step_0(act_policy, tmp_path, capsys):
+    reference = train(_args(act_policy, tmp_path / "fresh", steps=2))
+    old = tmp_path / "old"
+    train(_args(act_policy, old, steps=2))
+    state = torch.load(old / "state.pt", weights_only=False)
+    del state["rollouts"]  # as an earlier revision wrote it
+    torch.save(state, old / "state.pt")
+    (old / "metrics.parquet").unlink()
+    again = train(_args(act_policy, old, steps=2))
+    assert "predates rollouts.parquet" in capsys.readouterr().err
+    columns = [c for c in reference.columns if c != "seconds"]
+    pd.testing.assert_frame_equal(reference[columns], again[columns])
+    assert pd.read_parquet(old / "rollouts.parquet")["step"].tolist() == pd.read_parquet(
+        tmp_path / "fresh" / "rollouts.parquet")["step"].tolist()

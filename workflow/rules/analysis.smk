@@ -128,8 +128,8 @@ rule report_md:
 ALL_OUTPUTS += [path for _, _, outputs in ARTIFACTS.values() for path in outputs]
 ALL_OUTPUTS += rules.toy.output + rules.report_md.output
 
-# `dara diagnose` on one GRPO run of the headline task (its rollouts.parquet, written by the tiny trainer beside
-# metrics.parquet): what the README's "Is my multi-reward run imbalanced?" shows. The CPU trainer's scales only (a
+# `dara diagnose` on one GRPO run of the headline task (its rollouts.parquet, an output of the tiny trainer's
+# jobs): what the README's "Is my multi-reward run imbalanced?" shows. The CPU trainer's scales only (a
 # verl run dumps its rollouts only with trainer.rollout_data_dir).
 DIAGNOSED = sorted((run for run in OWN_RUNS if run.backend == "tiny" and run.task == "toolcall"
                     and run.method == "grpo" and run.group_size == main_group_size("toolcall")),
@@ -138,7 +138,7 @@ if DIAGNOSED:
 
     rule diagnostics:
         input:
-            metrics=DIAGNOSED[0].metrics,
+            rollouts=f"{DIAGNOSED[0].run_dir}/rollouts.parquet",
         output:
             f"{RESULTS}/diagnostics/toolcall/diagnostics.csv",
             f"{RESULTS}/diagnostics/toolcall/report.md",
@@ -150,10 +150,9 @@ if DIAGNOSED:
             f"{RESULTS}/benchmarks/analysis/diagnostics.tsv"
         threads: 1
         params:
-            rollouts=lambda wildcards, input: str(Path(input.metrics).with_name("rollouts.parquet")),
             out=subpath(output[0], parent=True),
         shell:
-            "OMP_NUM_THREADS={threads} python -m dara diagnose {params.rollouts} --group group --step step"
+            "OMP_NUM_THREADS={threads} python -m dara diagnose {input.rollouts} --group group --step step"
             " --reward format --reward correctness --out {params.out} > {log} 2>&1"
 
     ALL_OUTPUTS += rules.diagnostics.output

@@ -74,6 +74,8 @@ for _job in training_jobs(RUNS):
             training_inputs(_job),
         output:
             [run.metrics for run in _job.runs],
+            # the tiny trainer's every response (`dara diagnose` reads it; rule diagnostics)
+            [f"{run.run_dir}/rollouts.parquet" for run in _job.runs if run.backend == "tiny"],
         log:
             f"{RESULTS}/logs/train/{_job.name}.log",
         benchmark:

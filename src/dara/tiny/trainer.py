@@ -26,6 +26,7 @@ import functools
 import json
 import os
 import random
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -231,8 +232,12 @@ def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported la
     rollouts: list[dict[str, np.ndarray]] = []  # per step: every response's step, group, rewards, length, advantage
     start = 0
     state_path = out / "state.pt"
-    if state_path.exists():
-        state = torch.load(state_path, weights_only=False)
+    state = torch.load(state_path, weights_only=False) if state_path.exists() else None
+    if state is not None and "rollouts" not in state:
+        # written before runs kept rollouts.parquet: resuming would leave its first steps out, so start over
+        print(f"{state_path} predates rollouts.parquet; training this run from step 0", file=sys.stderr)
+        state = None
+    if state is not None:
         if state["args"] != args.resolved():
             raise ValueError(f"{state_path} was written by a run with other settings; delete it to start over")
         model.load_state_dict(state["model"])
@@ -241,8 +246,6 @@ def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported la
         np.random.set_state(state["numpy_rng"])
         random.setstate(state["python_rng"])
         prompt_rng.bit_generator.state = state["prompt_rng"]
-        if "rollouts" not in state:  # resuming it would leave the first steps out of rollouts.parquet
-            raise ValueError(f"{state_path} predates rollouts.parquet (no 'rollouts' in it); delete it to start over")
         rows, rollouts, start = state["rows"], state["rollouts"], state["step"]
 
     run = None
