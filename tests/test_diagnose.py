@@ -60,6 +60,12 @@ def test_steps_are_diagnosed_separately_and_the_run_verdict_counts_them():
     # an inactive reward
     quiet = _worked_example().assign(correctness=0.0)
     assert diagnose(quiet, "uid", ["format", "correctness"]).table["verdict"].tolist() == ["balanced", "inactive"]
+    from dara.diagnose import report
+
+    assert "Verdict: imbalanced" in report(diagnose(quiet, "uid", ["format", "correctness"]), "x", "uid", None, 4.0)
+    # no reward varies anywhere: not "balanced"
+    silent = diagnose(quiet.assign(format=1.0), "uid", ["format", "correctness"])
+    assert "Verdict: no signal" in report(silent, "x", "uid", None, 4.0)
 
 
 @pytest.mark.parametrize("kind", ["csv", "parquet", "jsonl", "folder"])

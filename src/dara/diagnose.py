@@ -23,8 +23,9 @@ Per step and reward it writes to ``DIR/diagnostics.csv``:
   quarter of the densest reward's energy per group of equal size, and DARA would weight it >= 2) or ``balanced``.
 
 ``DIR/diagnostics.png`` plots density and energy shares per step, one panel per reward; ``DIR/report.md`` gives
-the per-reward summary, the run's verdict (imbalanced when a reward is sparse or inactive, while another reward is
-active, in at least half of the steps) and the input's shape. Bad input (a missing column, a group of one
+the per-reward summary, the run's verdict (no signal when no reward varies in at least half of the steps; else
+imbalanced when a reward is sparse or inactive, while another reward is active, in at least half of the steps) and
+the input's shape. Bad input (a missing column, a group of one
 response, a NaN or non-numeric reward, an empty table) stops with an error that names the column, row or group;
 groups of different sizes in one step are handled (the estimators take any sizes) and reported.
 """
@@ -253,7 +254,12 @@ def report(diagnosis: Diagnosis, source: str, group: str, step: str | None, spar
     lines = ["# Reward density diagnostics", "",
              f"Input: `{source}`, {diagnosis.rows} responses, {diagnosis.steps} step(s), groups from column "
              f"`{group}`" + (f", steps from `{step}`." if step else " (no step column: one step 0)."), ""]
-    if flagged:
+    silent = float((table.groupby("step")["density"].max() == 0).mean())  # steps where no reward varies at all
+    if silent >= 0.5:
+        lines += [f"**Verdict: no signal.** No reward varies within any group in {silent:.0%} of the steps: a "
+                  "group-relative method has nothing to learn from them (is the policy's sampling collapsed, or "
+                  "the group column wrong?).", ""]
+    elif flagged:
         lines += [f"**Verdict: imbalanced.** {', '.join(f'`{r}`' for r in flagged)} "
                   f"{'is' if len(flagged) == 1 else 'are'} sparse or inactive in at least half of the steps.", ""]
     else:
