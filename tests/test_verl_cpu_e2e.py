@@ -115,11 +115,11 @@ def test_two_steps_then_kill_and_resume(setup):
         assert sum(p.numel() for p in model.parameters()) > 0
     first_seconds = time.perf_counter() - started
 
-    # `dara diagnose` on verl's own rollout dump (groups by prompt text: the dump has no uid) finds the densities
+    # `dara diagnose` on verl's rollout dump (with the group and reward columns dara_sync adds) finds the densities
     # that the estimator logged for the same steps
     from dara.__main__ import main as dara_main
 
-    dara_main(["diagnose", str(base / "rollouts"), "--group", "input", "--step", "step", "--reward", "format",
+    dara_main(["diagnose", str(base / "rollouts"), "--group", "group", "--step", "step", "--reward", "format",
                "--reward", "correctness", "--out", str(base / "diagnosis")])
     diagnosed = pd.read_csv(base / "diagnosis" / "diagnostics.csv").set_index(["step", "reward"])
     for _, row in frame.iterrows():

@@ -425,3 +425,22 @@ def test_the_trainer_attaches_the_prefilter_buffer_only_with_dynamic_sampling(mo
         assert isinstance(built, PrefilterReplayBuffer) == (expected is not None)
     with pytest.raises(TypeError, match="synchronous ReplayBuffer"):
         PrefilterReplayBuffer.attach(object(), "dara_asym", None)
+
+
+def test_the_rollout_dump_gets_the_group_and_every_reward_key():
+    from dara.verl_plugin.trainer import rollout_dump_columns
+
+    class Wrapped:  # TransferQueue hands some per-sample objects over wrapped in .data
+        def __init__(self, data):
+            self.data = data
+
+    keys = ["u1_0_0", "u1_1_0", "u2_0_0"]
+    extra = [{"reward_extra_info": {"format": 1.0, "correctness": -3.0, "score": 9.0}},
+             Wrapped({"reward_extra_info": {"format": 0.0, "correctness": 2.5, "score": 9.0}}),
+             {"other": 1}]  # a sample without reward_extra_info
+    columns = rollout_dump_columns(keys, extra)
+    assert columns["group"] == ["u1", "u1", "u2"]
+    assert columns["format"] == [1.0, 0.0, None] and columns["correctness"] == [-3.0, 2.5, None]
+    # a key that verl's dump already writes keeps its value under another name instead of overwriting
+    assert columns["reward_extra/score"] == [9.0, 9.0, None] and "score" not in columns
+    assert rollout_dump_columns(keys, None) == {"group": ["u1", "u1", "u2"]}

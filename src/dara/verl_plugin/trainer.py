@@ -6,6 +6,11 @@ response mask, scores and log-probs from TransferQueue, so no estimator sees the
 ``reward_extra_info`` (the dict our reward function returned) into one column per reward, and calls the estimator
 with them. Every other estimator name goes through verl's step unchanged.
 
+With ``trainer.rollout_data_dir`` set, verl's rollout dump (one JSONL per step) gets a ``group`` column (the
+prompt's uid) and one column per key of each sample's ``reward_extra_info``, which verl 0.9.1's V1 dump leaves out:
+``dara diagnose DIR --group group --step step --reward format --reward correctness`` then reads it, whatever the
+estimator.
+
 GD2PO-Hard's per-response loss weight (the kept fraction of the group) is written as ``rollout_is_weights``: verl's
 policy losses multiply the clipped per-token loss by it after the PPO max and keep the masked-mean denominator,
 which is where the study applies it. That field is otherwise verl's rollout-correction weight, so the two cannot be
@@ -56,6 +61,33 @@ def reward_extra_columns(extra_fields, reward_keys) -> dict[str, np.ndarray]:
                 raise ValueError(f"sample {position}: reward {key!r} is {value!r}, not a number")
             columns[key].append(float(value))
     return {key: np.asarray(values, dtype=np.float64) for key, values in columns.items()}
+
+
+# The fields of verl's dump rows; a reward key of the same name is written as reward_extra/<key> instead.
+DUMP_FIELDS = ("input", "output", "gts", "score", "step", "uid", "group")
+
+
+def rollout_dump_columns(keys, extra_fields) -> dict[str, list]:
+    """The columns `DaraPPOTrainer` adds to verl's rollout dump: ``group`` (the uid part of each TransferQueue key
+    ``{uid}_{session}_{index}``) and every key of each sample's ``reward_extra_info`` (None where a sample lacks
+    it). ``extra_fields`` holds the per-sample entries fetched for ``keys``, as TransferQueue returns them (None: no
+    extra fields, only the group)."""
+    columns: dict[str, list] = {"group": [str(key).rsplit("_", 2)[0] for key in keys]}
+    if extra_fields is None:
+        return columns
+    rows = extra_fields.tolist() if hasattr(extra_fields, "tolist") else list(extra_fields)
+    if len(rows) != len(keys):
+        raise ValueError(f"{len(rows)} extra_fields entries for {len(keys)} dumped rows")
+    infos = []
+    for row in rows:
+        row = getattr(row, "data", row)
+        info = row.get("reward_extra_info") if isinstance(row, dict) else None
+        infos.append(info if isinstance(info, dict) else {})
+    names = list(dict.fromkeys(name for info in infos for name in info))
+    for name in names:
+        column = f"reward_extra/{name}" if name in DUMP_FIELDS else name
+        columns[column] = [info.get(name) for info in infos]
+    return columns
 
 
 def check_one_output_per_session(keys) -> None:
@@ -109,6 +141,24 @@ class DaraPPOTrainer(PPOTrainerSync):
         if method is not None and type(buffer) is ReplayBuffer and buffer.filter_groups_metric is not None:
             buffer = PrefilterReplayBuffer.attach(buffer, method, DaraSettings.from_algorithm_config(self.config.algorithm))
         return buffer
+
+    def _log_rollout_data(self, batch, timing_raw: dict, rollout_data_dir: str):
+        # verl's dump, with the batch at hand for _dump_generations' extra columns
+        self._dumping = batch
+        try:
+            super()._log_rollout_data(batch, timing_raw, rollout_data_dir)
+        finally:
+            self._dumping = None
+
+    def _dump_generations(self, inputs, outputs, gts, scores, reward_extra_infos_dict, dump_path):
+        batch = getattr(self, "_dumping", None)
+        if batch is not None and "uid" in reward_extra_infos_dict:
+            keys = list(reward_extra_infos_dict["uid"])  # TransferQueue keys, in the dump's row order
+            data = trainer_base.tq.kv_batch_get(keys=keys, partition_id=batch.partition_id,
+                                                select_fields=[EXTRA_FIELDS])
+            extra = data[EXTRA_FIELDS] if EXTRA_FIELDS in data.keys() else None
+            reward_extra_infos_dict = {**reward_extra_infos_dict, **rollout_dump_columns(keys, extra)}
+        return super()._dump_generations(inputs, outputs, gts, scores, reward_extra_infos_dict, dump_path)
 
     def _compute_advantage(self, batch, metrics: dict):
         estimator = str(self.config.algorithm.adv_estimator)
