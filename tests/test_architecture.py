@@ -33,7 +33,7 @@ ALLOWED = {
     "dara.trl": {"dara.advantages", "dara.diagnose", "dara.experiments", "dara.io", "dara.methods",
                  "dara.provenance", "dara.rewards", "dara.runs", "dara.tasks", "dara.tiny"},
     # inside verl's processes: the algorithm and the rewards, nothing of the launcher, the workflow or the analysis
-    "dara.verl_plugin": {"dara", "dara.advantages", "dara.methods", "dara.rewards", "dara.tasks"},
+    "dara.verl_plugin": {"dara", "dara.advantages", "dara.diagnose", "dara.methods", "dara.rewards", "dara.tasks"},
     "dara.verl_backend": {"dara.experiments", "dara.io", "dara.methods", "dara.provenance", "dara.runs",
                           "dara.tasks", "dara.verl_plugin"},
     "dara.evaluation": {"dara.experiments", "dara.io", "dara.provenance", "dara.rewards", "dara.runs", "dara.tasks",

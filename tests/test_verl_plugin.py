@@ -444,3 +444,32 @@ def test_the_rollout_dump_gets_the_group_and_every_reward_key():
     # a key that verl's dump already writes keeps its value under another name instead of overwriting
     assert columns["reward_extra/score"] == [9.0, 9.0, None] and "score" not in columns
     assert rollout_dump_columns(keys, None) == {"group": ["u1", "u1", "u2"]}
+
+
+@pytest.mark.parametrize("estimator", ["grpo", "dara_asym"])
+def test_the_monitor_logs_the_diagnostics_and_leaves_the_advantages_alone(monkeypatch, sparse_batch, estimator):
+    """verl's own GRPO (through dara_sync) and one of ours: bit-identical advantages with and without the monitor,
+    and the batch's densities, DARA weights and energy shares under dara_monitor/."""
+    from dara.diagnose import batch_diagnostics
+
+    rewards, lengths, groups = sparse_batch
+    plain, plain_metrics, uids = run_step(monkeypatch, estimator, rewards, lengths, groups)
+    watched, metrics, _ = run_step(monkeypatch, estimator, rewards, lengths, groups, monitor=True)
+    assert set(plain) == set(watched)
+    for name in plain:
+        assert torch.equal(padded(plain[name]), padded(watched[name])), name
+    assert not any(name.startswith("dara_monitor/") for name in plain_metrics)
+    expected = batch_diagnostics(rewards, np.array(uids, dtype=object), list(KEYS))
+    assert expected["density/correctness"] < expected["density/format"]  # the fixture's sparse channel
+    for name, value in expected.items():
+        assert metrics[f"dara_monitor/{name}"] == pytest.approx(value, nan_ok=True), name
+    for name in metrics:
+        assert not any(word in name for word in RESERVED_METRIC_WORDS), name
+
+
+def test_the_monitor_flag_must_be_a_boolean():
+    from dara.verl_plugin.estimators import DaraSettings
+
+    config = OmegaConf.create({"dara": {"reward_keys": ["format"], "monitor": "yes"}})
+    with pytest.raises(ValueError, match="monitor must be true or false"):
+        DaraSettings.from_algorithm_config(config)

@@ -18,6 +18,8 @@ Settings live under ``algorithm.dara`` (added with Hydra's ``+algorithm.dara.<ke
     dvao_eps: 1.0e-8                     # DVAO: a group denominator at or below this gives advantage 0
     singleton_groups: zero               # a one-response group: "zero" (advantage 0, inactive, counted in
                                          # dara/singleton_groups) or "raise"
+    monitor: false                       # the dara_sync trainer logs dara_monitor/ density diagnostics every
+                                         # step (any estimator, verl's own included; advantages unchanged)
 
 Metric names avoid "max", "min", "sum" and "total": verl's V1 aggregator reads those words as reductions.
 """
@@ -59,6 +61,7 @@ class DaraSettings:
     # verl can hand over a group of one response (failed rollouts, filters that drop rows): a long run logs it
     # (dara/singleton_groups) and goes on, where the library's default refuses such a batch.
     singleton_groups: str = "zero"
+    monitor: bool = False
 
     @classmethod
     def from_algorithm_config(cls, config: Any) -> "DaraSettings":
@@ -69,7 +72,7 @@ class DaraSettings:
                 "e.g. `+algorithm.dara.reward_keys=[format,correctness]`"
             )
         known = {"reward_keys", "w_max", "batch_norm", "static_weights", "tau", "eps", "gd2po_sign_eps", "dvao_eps",
-                 "singleton_groups"}
+                 "singleton_groups", "monitor"}
         unknown = sorted(set(_keys(section)) - known)
         if unknown:
             raise ValueError(f"unknown keys in algorithm.dara: {unknown}; known keys: {sorted(known)}")
@@ -101,7 +104,14 @@ class DaraSettings:
             gd2po_sign_eps=float(_get(section, "gd2po_sign_eps", 1e-8)),
             dvao_eps=float(_get(section, "dvao_eps", 1e-8)),
             singleton_groups=singletons,
+            monitor=_flag(_get(section, "monitor", False)),
         )
+
+
+def _flag(value) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise ValueError(f"algorithm.dara.monitor must be true or false, got {value!r}")
 
 
 def reward_columns(non_tensor_batch: Mapping[str, Any], reward_keys, n_rows: int) -> np.ndarray:

@@ -6,6 +6,10 @@ response mask, scores and log-probs from TransferQueue, so no estimator sees the
 ``reward_extra_info`` (the dict our reward function returned) into one column per reward, and calls the estimator
 with them. Every other estimator name goes through verl's step unchanged.
 
+Monitor mode (``+algorithm.dara.monitor=true``): every step, whatever the estimator (verl's own ``grpo`` and
+``gdpo`` included, their advantages unchanged), the trainer logs `dara.diagnose.batch_diagnostics` of the batch's
+reward columns under ``dara_monitor/``: each reward's density, DARA's weight and every method's energy share.
+
 With ``trainer.rollout_data_dir`` set, verl's rollout dump (one JSONL per step) gets a ``group`` column (the
 prompt's uid) and one column per key of each sample's ``reward_extra_info``, which verl 0.9.1's V1 dump leaves out:
 ``dara diagnose DIR --group group --step step --reward format --reward correctness`` then reads it, whatever the
@@ -30,6 +34,7 @@ from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
+from dara.diagnose import batch_diagnostics
 from dara.verl_plugin import TRAINER_MODE
 from dara.verl_plugin.estimators import METHOD_BY_VERL_NAME, DaraSettings, dara_advantages, named_metrics
 from dara.verl_plugin.prefilter import PrefilterReplayBuffer
@@ -38,6 +43,7 @@ from dara.verl_plugin.rewards import parse_failure_metrics_from_extra_fields
 # What verl's own step fetches, plus the rollout's extra fields that carry reward_extra_info.
 ADVANTAGE_FIELDS = ("uid", "response_mask", "rm_scores", "rollout_log_probs", "old_log_probs", "ref_log_prob", "values")
 EXTRA_FIELDS = "extra_fields"
+MONITOR_PREFIX = "dara_monitor/"
 REPLAY_POLL_SECONDS = 0.05
 
 
@@ -160,9 +166,27 @@ class DaraPPOTrainer(PPOTrainerSync):
             reward_extra_infos_dict = {**reward_extra_infos_dict, **rollout_dump_columns(keys, extra)}
         return super()._dump_generations(inputs, outputs, gts, scores, reward_extra_infos_dict, dump_path)
 
+    def _monitor(self, batch, metrics: dict) -> None:
+        """dara_monitor/ diagnostics of the batch's reward columns (read-only: nothing is written back)."""
+        settings = DaraSettings.from_algorithm_config(self.config.algorithm)
+        data = trainer_base.tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id,
+                                            select_fields=["uid", EXTRA_FIELDS])
+        if EXTRA_FIELDS not in data.keys():
+            raise KeyError("the rollout wrote no extra_fields, so the monitor has no per-reward columns")
+        columns = reward_extra_columns(data[EXTRA_FIELDS], settings.reward_keys)
+        rewards = np.stack([columns[key] for key in settings.reward_keys], axis=1)
+        uid = data["uid"]
+        uids = np.array(uid.tolist() if hasattr(uid, "tolist") else list(uid), dtype=object)
+        found = batch_diagnostics(rewards, uids, settings.reward_keys, w_max=settings.w_max,
+                                  static_weights=settings.static_weights)
+        metrics.update({f"{MONITOR_PREFIX}{name}": value for name, value in found.items()})
+
     def _compute_advantage(self, batch, metrics: dict):
         estimator = str(self.config.algorithm.adv_estimator)
         method = METHOD_BY_VERL_NAME.get(estimator)
+        section = self.config.algorithm.get("dara", None)
+        if section is not None and section.get("monitor", False):
+            self._monitor(batch, metrics)
         if method is None:
             return super()._compute_advantage(batch, metrics=metrics)
         settings = DaraSettings.from_algorithm_config(self.config.algorithm)
