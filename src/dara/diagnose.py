@@ -300,10 +300,12 @@ def figure(diagnosis: Diagnosis, path: Path, title: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     table = diagnosis.table
     rewards = list(dict.fromkeys(table["reward"]))
-    fig, axes = plt.subplots(1, len(rewards), figsize=(4.2 * len(rewards), 3.6), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(rewards), figsize=(max(4.2 * len(rewards), 7.5), 4.0), sharey=True,
+                             squeeze=False)
     labels = {m.name: m.label for m in TABLE}
     colors = {m.name: m.color for m in TABLE}
     for ax, reward in zip(axes[0], rewards):
@@ -318,10 +320,13 @@ def figure(diagnosis: Diagnosis, path: Path, title: str) -> None:
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("density / share of advantage energy")
+    for ax in axes[0]:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     handles, names = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, names, loc="lower center", ncol=min(5, len(names)), fontsize=8, frameon=False)
+    # three columns keep the legend inside a two-panel figure
+    fig.legend(handles, names, loc="lower center", ncol=3, fontsize=8, frameon=False)
     fig.suptitle(title)
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    fig.tight_layout(rect=(0, 0.16, 1, 1))
     replace_atomically(path, lambda tmp: fig.savefig(tmp, dpi=130, format="png"))
     plt.close(fig)
 
@@ -349,7 +354,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     write_csv_atomic(args.out / "diagnostics.csv", diagnosis.table)
     write_text_atomic(args.out / "report.md",
                       report(diagnosis, str(args.rollouts), args.group, args.step, args.sparse_ratio))
-    figure(diagnosis, args.out / "diagnostics.png", f"Reward density diagnostics: {Path(args.rollouts).name}")
+    source = str(Path(*Path(args.rollouts).parts[-4:]))  # enough of the path to name the run
+    figure(diagnosis, args.out / "diagnostics.png", f"Reward density per step: {source}")
     verdicts = run_verdict(diagnosis.table)
     print(f"{diagnosis.rows} responses, {diagnosis.steps} step(s); share of steps each reward is sparse or inactive: "
           + ", ".join(f"{reward} {share:.0%}" for reward, share in verdicts.items()))
