@@ -71,6 +71,11 @@ def _shuffled_order(r: np.ndarray) -> list[int]:
     return torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist()
 
 
+# The methods written out below, named here rather than read from dara.methods (this module shares nothing with
+# the estimators); tests/test_extending.py checks that it is the method table's list.
+LOOP_METHODS = ("grpo", "gdpo", "dvao", "gd2po_hard", "static_sym", "static_asym", "shuffled", "dara_sym", "dara_asym")
+
+
 def loop_advantages(
     method: str,
     rewards,
@@ -87,6 +92,8 @@ def loop_advantages(
     dvao_eps: float = DVAO_DENOM_EPS,
 ) -> dict:
     """Loop version of :func:`dara.advantages.compute_advantages`; returns a dict of NumPy arrays."""
+    if method not in LOOP_METHODS:  # a method without its loop here must not fall through to GDPO's
+        raise ValueError(f"no loop reference for method {method!r}; it has {', '.join(LOOP_METHODS)}")
     r = np.asarray(rewards, dtype=np.float64)
     n, k = r.shape
     groups = _groups(list(index))
