@@ -55,12 +55,20 @@ def test_faster_crossing_verdicts():
     assert missing.verdict == "not testable" and "gdpo" in missing.ours
 
 
-def test_sparse_upweighted_reads_first_training_step():
-    metrics = pd.DataFrame({"method": ["dara_sym"] * 2, "G": [8, 8], "seed": [0, 0], "step": [0, 1],
-                            "density/format": [0.9, 0.1], "density/correctness": [0.9, 0.8],
-                            "weight/format": [1.0, 2.8]})
-    claim = claims.sparse_upweighted(metrics, "format", "correctness", ["dara_sym"], paper=NO_PAPER, scale="t", task="toolcall")
-    assert claim.verdict == "supported" and "step-1" in claim.ours
+def test_sparse_upweighted_reads_each_runs_first_rollout_batch():
+    # the tiny trainer logs the warm start's batch as step 0, verl as step 1: the first row either way
+    tiny = pd.DataFrame({"method": ["dara_sym"] * 2, "G": [8, 8], "seed": [0, 0], "step": [0, 1],
+                         "density/format": [0.1, 0.9], "density/correctness": [0.8, 0.9],
+                         "weight/format": [2.8, 1.0]})
+    claim = claims.sparse_upweighted(tiny, "format", "correctness", ["dara_sym"], paper=NO_PAPER, scale="t", task="toolcall")
+    assert claim.verdict == "supported" and "first batch (step 0)" in claim.ours
+    verl = tiny.assign(step=[1, 2])
+    claim = claims.sparse_upweighted(verl, "format", "correctness", ["dara_sym"], paper=NO_PAPER, scale="t", task="toolcall")
+    assert claim.verdict == "supported" and "first batch (step 1)" in claim.ours
+    later_sparse = tiny.assign(**{"density/format": [0.9, 0.1], "weight/format": [1.0, 2.8]})
+    claim = claims.sparse_upweighted(later_sparse, "format", "correctness", ["dara_sym"], paper=NO_PAPER, scale="t",
+                                     task="toolcall")
+    assert claim.verdict == "not supported"
 
 
 def test_crossing_comparison_against_the_paper_medians():
