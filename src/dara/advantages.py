@@ -422,18 +422,8 @@ def channel_contributions(
         parts = centred / (std[layout.codes] + eps)
         return parts.masked_fill(constant[layout.codes], 0.0)
     if spec.formula == "dvao":
-        b = torch.full((n_channels,), 1.0 / n_channels, dtype=torch.float64, device=device)
-        if base_weights is not None:
-            b = torch.as_tensor(base_weights, dtype=torch.float64, device=device)
-        counts = layout.counts.to(x.dtype).unsqueeze(1)
-        centred = x - (_group_sum(x, layout) / counts)[layout.codes]
-        constant = _group_extreme(x, layout, "amax") == _group_extreme(x, layout, "amin")
-        centred = centred.masked_fill(constant[layout.codes], 0.0)
-        sigma = torch.sqrt(_group_sum(centred * centred, layout) / counts).masked_fill(constant, 0.0)
-        denominator = (sigma * b).sum(dim=1)
-        live = denominator > dvao_eps
-        safe = torch.where(live, denominator, torch.ones_like(denominator))
-        return torch.where(live[layout.codes, None], centred * b / safe[layout.codes, None], torch.zeros_like(x))
+        weighted, safe, live = _dvao_terms(x, layout, base_weights, dvao_eps)
+        return torch.where(live[layout.codes, None], weighted / safe[layout.codes, None], torch.zeros_like(x))
     z, _, _, _ = group_zscores(x, layout, eps)
     if spec.formula == "shuffled":
         return z[shuffle_permutation(x).to(device)]
@@ -555,6 +545,14 @@ def _energies(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 def _dvao(x: torch.Tensor, layout: GroupLayout, base_weights, denom_eps: float = DVAO_DENOM_EPS) -> torch.Tensor:
     """DVAO: A = sum_k b_k (r_k - mu_k) / sum_k b_k sigma_k per group, population sigma; tiny denominators give 0."""
+    weighted, safe, live = _dvao_terms(x, layout, base_weights, denom_eps)
+    numerator = weighted.sum(dim=1)
+    return torch.where(live[layout.codes], numerator / safe[layout.codes], torch.zeros_like(numerator))
+
+
+def _dvao_terms(x: torch.Tensor, layout: GroupLayout, base_weights, denom_eps: float):
+    """DVAO's per-channel numerators ``b_k (r_k - mu_k)`` (N, K, zero in a channel's constant groups), each group's
+    denominator ``sum_k b_k sigma_k`` (1 where it is at or below ``denom_eps``) and whether it is above it."""
     n_channels = x.shape[1]
     b = torch.full((n_channels,), 1.0 / n_channels, dtype=torch.float64, device=x.device)
     if base_weights is not None:
@@ -568,9 +566,8 @@ def _dvao(x: torch.Tensor, layout: GroupLayout, base_weights, denom_eps: float =
     sigma = sigma.masked_fill(constant, 0.0)
     denominator = (sigma * b).sum(dim=1)
     live = denominator > denom_eps
-    numerator = (centred * b).sum(dim=1)
     safe = torch.where(live, denominator, torch.ones_like(denominator))
-    return torch.where(live[layout.codes], numerator / safe[layout.codes], torch.zeros_like(numerator))
+    return centred * b, safe, live
 
 
 def _validated_rewards(rewards) -> tuple[torch.Tensor, torch.device]:
