@@ -96,6 +96,14 @@ def rollout_dump_columns(keys, extra_fields) -> dict[str, list]:
     return columns
 
 
+def monitor_metrics(settings: DaraSettings, columns: dict[str, np.ndarray], uids: np.ndarray, metrics: dict) -> None:
+    """`dara.diagnose.batch_diagnostics` of one batch's reward columns, into ``metrics`` under ``dara_monitor/``."""
+    rewards = np.stack([columns[key] for key in settings.reward_keys], axis=1)
+    found = batch_diagnostics(rewards, uids, settings.reward_keys, w_max=settings.w_max,
+                              static_weights=settings.static_weights)
+    metrics.update({f"{MONITOR_PREFIX}{name}": value for name, value in found.items()})
+
+
 def check_one_output_per_session(keys) -> None:
     """Refuse batches in which a rollout session produced several outputs (multi-turn agent loops).
 
@@ -167,27 +175,24 @@ class DaraPPOTrainer(PPOTrainerSync):
         return super()._dump_generations(inputs, outputs, gts, scores, reward_extra_infos_dict, dump_path)
 
     def _monitor(self, batch, metrics: dict) -> None:
-        """dara_monitor/ diagnostics of the batch's reward columns (read-only: nothing is written back)."""
+        """dara_monitor/ diagnostics for verl's own estimators, whose step fetches no reward columns: fetch them
+        (read-only: nothing is written back)."""
         settings = DaraSettings.from_algorithm_config(self.config.algorithm)
         data = trainer_base.tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id,
                                             select_fields=["uid", EXTRA_FIELDS])
         if EXTRA_FIELDS not in data.keys():
             raise KeyError("the rollout wrote no extra_fields, so the monitor has no per-reward columns")
-        columns = reward_extra_columns(data[EXTRA_FIELDS], settings.reward_keys)
-        rewards = np.stack([columns[key] for key in settings.reward_keys], axis=1)
         uid = data["uid"]
         uids = np.array(uid.tolist() if hasattr(uid, "tolist") else list(uid), dtype=object)
-        found = batch_diagnostics(rewards, uids, settings.reward_keys, w_max=settings.w_max,
-                                  static_weights=settings.static_weights)
-        metrics.update({f"{MONITOR_PREFIX}{name}": value for name, value in found.items()})
+        monitor_metrics(settings, reward_extra_columns(data[EXTRA_FIELDS], settings.reward_keys), uids, metrics)
 
     def _compute_advantage(self, batch, metrics: dict):
         estimator = str(self.config.algorithm.adv_estimator)
         method = METHOD_BY_VERL_NAME.get(estimator)
-        section = self.config.algorithm.get("dara", None)
-        if section is not None and section.get("monitor", False):
-            self._monitor(batch, metrics)
         if method is None:
+            section = self.config.algorithm.get("dara", None)
+            if section is not None and section.get("monitor", False):
+                self._monitor(batch, metrics)
             return super()._compute_advantage(batch, metrics=metrics)
         settings = DaraSettings.from_algorithm_config(self.config.algorithm)
         check_one_output_per_session(batch.keys)
@@ -206,6 +211,8 @@ class DaraPPOTrainer(PPOTrainerSync):
         data.batch["token_level_scores"] = data.batch["rm_scores"]
         data.non_tensor_batch["uid"] = np.array(data.batch.pop("uid").tolist(), dtype=object)
         data.non_tensor_batch.update(columns)
+        if settings.monitor:  # from the columns just fetched
+            monitor_metrics(settings, columns, data.non_tensor_batch["uid"], metrics)
 
         if self.config.algorithm.use_kl_in_reward:
             data, kl_metrics = trainer_base.apply_kl_penalty(
