@@ -57,13 +57,16 @@ def _dataset(n_prompts=8):
     return Dataset.from_dict({"prompt": [item["prompt"] for item in items]})
 
 
+def _trl_settings(output_dir) -> dict:
+    """Two CPU steps of four prompts x G, every batch logged: TRL's settings of every trainer here."""
+    return dict(output_dir=str(output_dir), num_generations=G, per_device_train_batch_size=4 * G,
+                steps_per_generation=1, max_steps=2, max_completion_length=12, learning_rate=1e-3, use_cpu=True,
+                bf16=False, gradient_checkpointing=False, report_to="none", logging_steps=1, save_strategy="no",
+                disable_tqdm=True, seed=0)
+
+
 def _config(tmp_path, **overrides):
-    settings = dict(output_dir=str(tmp_path / "out"), num_generations=G, per_device_train_batch_size=4 * G,
-                    steps_per_generation=1, max_steps=2, max_completion_length=12, learning_rate=1e-3,
-                    use_cpu=True, bf16=False, gradient_checkpointing=False, report_to="none", logging_steps=1,
-                    save_strategy="no", disable_tqdm=True, seed=0, dara_batch_norm="token")
-    settings.update(overrides)
-    return DaraGRPOConfig(**settings)
+    return DaraGRPOConfig(**{**_trl_settings(tmp_path / "out"), "dara_batch_norm": "token", **overrides})
 
 
 class ProbedTrainer(DaraGRPOTrainer):
@@ -467,12 +470,7 @@ def test_the_docs_example_runs_as_written(policy, tmp_path, monkeypatch, documen
 # Monitor mode: TRL's own trainer, its advantages untouched, with the density diagnostics logged.
 
 def _plain_config(tmp_path, name, **overrides):
-    settings = dict(output_dir=str(tmp_path / name), num_generations=G, per_device_train_batch_size=4 * G,
-                    steps_per_generation=1, max_steps=2, max_completion_length=12, learning_rate=1e-3,
-                    use_cpu=True, bf16=False, gradient_checkpointing=False, report_to="none", logging_steps=1,
-                    save_strategy="no", disable_tqdm=True, seed=0)
-    settings.update(overrides)
-    return trl.GRPOConfig(**settings)
+    return trl.GRPOConfig(**{**_trl_settings(tmp_path / name), **overrides})
 
 
 def _recording(base):
