@@ -16,8 +16,10 @@ from dara.experiments import default_evaluation
 from dara.runs import cpu_checkpoint_steps as checkpoint_steps
 from dara.evaluation.tiny import bfcl_entry, default_bfcl_python, score_bfcl
 
-# The evaluation sampling of an experiment (its `evaluation` block; defaults in the experiment schema).
-SAMPLING = {key: value for key, value in default_evaluation().items() if key not in ("heldout_items", "samples")}
+# The evaluation sampling of an experiment (its `evaluation` block; defaults in the experiment schema); the tests
+# give step 0 as many samples as every other checkpoint unless they test the warm start's own count.
+SAMPLING = {key: value for key, value in default_evaluation().items()
+            if key not in ("heldout_items", "samples", "warm_start_samples")}
 needs_bfcl_env = pytest.mark.skipif(not default_bfcl_python().exists(), reason="no .venv-bfcl (build it with `make setup`)")
 
 
@@ -144,7 +146,7 @@ def test_evaluate_run_writes_one_file_per_checkpoint(tmp_path, task_name):
     torch.set_num_threads(1)
     run = _fake_run(tmp_path, task_name)
     out = tmp_path / "eval"
-    written = evaluate_run(run, out, **SAMPLING, heldout_items=6, samples=2)
+    written = evaluate_run(run, out, **SAMPLING, heldout_items=6, samples=2, warm_start_samples=2)
     assert [p.name for p in written] == ["step0.json", "step1.json", "step2.json"]
     records = [json.loads(p.read_text()) for p in written]
     assert [r["step"] for r in records] == [0, 1, 2]
@@ -158,7 +160,7 @@ def test_evaluate_run_writes_one_file_per_checkpoint(tmp_path, task_name):
     assert all(0.0 <= value <= 1.0 for key, value in metrics.items() if key != "composite")
     # resuming keeps existing files untouched
     before = written[1].stat().st_mtime_ns
-    evaluate_run(run, out, **SAMPLING, heldout_items=6, samples=2)
+    evaluate_run(run, out, **SAMPLING, heldout_items=6, samples=2, warm_start_samples=2)
     assert written[1].stat().st_mtime_ns == before
 
 
@@ -180,17 +182,79 @@ def test_checkpoints_with_the_same_files_are_sampled_once(tmp_path, monkeypatch)
     policy.save_policy(model, tokenizer, second / "checkpoints" / "step2")
     runs = [RunToEvaluate.from_config(first, tmp_path / "eval/a"),
             RunToEvaluate.from_config(second, tmp_path / "eval/b")]
-    written = evaluate_runs(runs, **SAMPLING, heldout_items=6, samples=2)
+    written = evaluate_runs(runs, **SAMPLING, heldout_items=6, samples=2, warm_start_samples=2)
     assert len(calls) == 2 and len(written) == 6  # the changed checkpoint is sampled on its own
     records = [json.loads(path.read_text()) for path in written]
     assert all(r["metrics"] == records[0]["metrics"] and r["rewards"] == records[0]["rewards"] for r in records[:5])
+
+
+def test_step0_gets_the_warm_start_samples_and_a_shared_warm_start_evaluation_is_copied(tmp_path, monkeypatch):
+    """Step 0 (the warm start, the base of every comparison) is sampled warm_start_samples times per item; a
+    warm-start evaluation made once per task is copied into each run whose step-0 checkpoint has the same files and
+    sampling, and a run whose step 0 differs, or that is evaluated with other sampling, is sampled on its own."""
+    import torch
+
+    import dara.tiny.policy as policy
+    from dara.evaluation.tiny import RunToEvaluate, evaluate_runs
+
+    torch.set_num_threads(1)
+    calls = []
+    real_generate = policy.generate
+    monkeypatch.setattr(policy, "generate", lambda model, tok, prompts, **k: calls.append(len(prompts))
+                        or real_generate(model, tok, prompts, **k))
+    run_dir = _fake_run(tmp_path / "a", "math_length")
+    options = dict(**SAMPLING, heldout_items=6, samples=1, warm_start_samples=3)
+    # the warm-start folder: the run's step-0 files plus what a warm start writes beside them
+    warm = tmp_path / "policy"
+    tokenizer, model = policy.load_policy(run_dir / "checkpoints" / "step0")
+    model.save_pretrained(warm)
+    tokenizer.save_pretrained(warm)
+    special = {k: v for k, v in json.loads((warm / "tokenizer_config.json").read_text()).items() if k.endswith("_token")}
+    (warm / "tokenizer_config.json").write_text(json.dumps(special))  # other keys change on every round trip
+    (warm / "warmstart.json").write_text("{}")
+    [shared] = evaluate_runs([RunToEvaluate.warm_start(warm, "math_length", {}, 16, seed=0)], **options)
+    assert shared == warm / "heldout_eval" / "step0.json" and calls == [18]  # 6 items x 3 samples
+    record = json.loads(shared.read_text())
+    assert record["samples_per_item"] == 3 and record["method"] == "warm_start"
+
+    calls.clear()
+    run = RunToEvaluate.from_config(run_dir, tmp_path / "eval/a")
+    written = evaluate_runs([run], **options, warm_start_evals=[shared])
+    step0, step1 = (json.loads(path.read_text()) for path in written[:2])
+    assert calls == [6]  # steps 1 and 2 (the same files) once, one sample per item; step 0 copied
+    assert step0["copied_from"] == str(shared) and step0["samples_per_item"] == 3 and step1["samples_per_item"] == 1
+    assert step0["metrics"] == record["metrics"] and (step0["method"], step0["seed"]) == ("grpo", 0)
+
+    calls.clear()  # other sampling: the copy does not apply, step 0 is sampled with its own count
+    evaluate_runs([RunToEvaluate.from_config(run_dir, tmp_path / "eval/b")],
+                  **{**options, "seed": options["seed"] + 1}, warm_start_evals=[shared])
+    assert sorted(calls) == [6, 18]
+    assert "copied_from" not in json.loads((tmp_path / "eval/b/step0.json").read_text())
+
+    other = _fake_run(tmp_path / "c", "math_length")  # a changed step 0 (weights, or end token): sampled, not copied
+    tokenizer, model = policy.load_policy(other / "checkpoints" / "step0")
+    with torch.no_grad():
+        model.lm_head.weight.mul_(2.0)
+    policy.save_policy(model, tokenizer, other / "checkpoints" / "step0")
+    calls.clear()
+    evaluate_runs([RunToEvaluate.from_config(other, tmp_path / "eval/c")], **options, warm_start_evals=[shared])
+    assert sorted(calls) == [6, 18]
+    tokenizer_config = run_dir / "checkpoints" / "step0" / "tokenizer_config.json"
+    tokenizer_config.write_text(json.dumps({**json.loads(tokenizer_config.read_text()), "eos_token": "<pad>"}))
+    calls.clear()
+    evaluate_runs([RunToEvaluate.from_config(run_dir, tmp_path / "eval/d")], **options, warm_start_evals=[shared])
+    assert sorted(calls) == [6, 18]
+    (tmp_path / "old.json").write_text('{"metrics": {}}')  # written before evaluations carried their key
+    for wrong in (run_dir / "config.yaml", tmp_path / "old.json"):
+        with pytest.raises(ValueError, match="not a warm-start evaluation"):
+            evaluate_runs([run], **options, warm_start_evals=[wrong])
 
 
 def test_evaluate_run_rejects_a_folder_without_config(tmp_path):
     from dara.evaluation.tiny import evaluate_run
 
     with pytest.raises(FileNotFoundError, match="config.yaml"):
-        evaluate_run(tmp_path, tmp_path / "eval", **SAMPLING, heldout_items=6, samples=2)
+        evaluate_run(tmp_path, tmp_path / "eval", **SAMPLING, heldout_items=6, samples=2, warm_start_samples=2)
 
 
 @needs_bfcl_env
@@ -201,7 +265,7 @@ def test_evaluate_run_scores_tool_calls_with_bfcl(tmp_path):
 
     torch.set_num_threads(1)
     run = _fake_run(tmp_path, "toolcall", steps=1, eval_every=1)
-    written = evaluate_run(run, tmp_path / "eval", **SAMPLING, heldout_items=6, samples=2)
+    written = evaluate_run(run, tmp_path / "eval", **SAMPLING, heldout_items=6, samples=2, warm_start_samples=2)
     assert [p.name for p in written] == ["step0.json", "step1.json"]
     metrics = json.loads(written[0].read_text())["metrics"]
     assert set(metrics) == {"bfcl_accuracy", "bfcl_format", "bfcl_accuracy_tool", "bfcl_accuracy_irrelevance"}
@@ -220,9 +284,9 @@ def test_a_seed_group_evaluated_in_one_process_matches_runs_evaluated_alone(tmp_
     math = _fake_run(tmp_path / "b", "math_length", steps=1, eval_every=1)
     together = evaluate_runs([RunToEvaluate.from_config(tool, tmp_path / "together/tool"),
                               RunToEvaluate.from_config(math, tmp_path / "together/math")],
-                             **SAMPLING, heldout_items=4, samples=1)
-    alone = evaluate_run(tool, tmp_path / "alone/tool", **SAMPLING, heldout_items=4, samples=1)
-    alone += evaluate_run(math, tmp_path / "alone/math", **SAMPLING, heldout_items=4, samples=1)
+                             **SAMPLING, heldout_items=4, samples=1, warm_start_samples=1)
+    alone = evaluate_run(tool, tmp_path / "alone/tool", **SAMPLING, heldout_items=4, samples=1, warm_start_samples=1)
+    alone += evaluate_run(math, tmp_path / "alone/math", **SAMPLING, heldout_items=4, samples=1, warm_start_samples=1)
     assert len(together) == len(alone) == 4
     for joint, single in zip(together, alone):
         assert json.loads(joint.read_text())["metrics"] == json.loads(single.read_text())["metrics"]

@@ -69,17 +69,19 @@ def test_a_warm_start_setting_reruns_that_tasks_warm_start_and_its_runs(edited):
            "  act_critic:\n    options: {tag_rate: 0.1}\n    warm_start: {sft_steps: 31}\n")
     jobs = planned_jobs()
     assert jobs.get("warm_start") == 1
-    assert _training_and_evaluation(jobs) == {"warm_start", "train_act_critic_dara_sym_G4",
+    assert jobs.get("evaluate_warm_start") == 1  # the new warm start's own held-out evaluation
+    assert _training_and_evaluation(jobs) == {"warm_start", "evaluate_warm_start", "train_act_critic_dara_sym_G4",
                                               "evaluate_act_critic_dara_sym_G4"}
 
 
 def test_an_evaluation_setting_reruns_every_evaluation_and_no_training(edited):
-    edited("scale: smoke\n", "scale: smoke\nevaluation: {samples: 1}\n")
+    edited("\nevaluation:\n", "\nevaluation:\n  samples: 1\n")
     jobs = planned_jobs()
     from dara.experiments import load_experiment
     from dara.runs import run_matrix, training_jobs
 
     every_job = {f"evaluate_{job.name}" for job in training_jobs(run_matrix(load_experiment("smoke")))}
+    every_job.add("evaluate_warm_start")  # its params are the evaluation settings too
     planned = _training_and_evaluation(jobs)
     # evaluations only (every one the artifacts read: the tool and math tasks at their main G), no training
     assert planned <= every_job

@@ -11,6 +11,37 @@
 
 CPU_BACKENDS = ("tiny", "trl")
 
+if "warm_start" in EXPERIMENT:
+    # A task's warm-start policy (every CPU trainer run's step 0, the base of every comparison) is evaluated
+    # once, with evaluation.warm_start_samples per item; the evaluation jobs copy it into their runs' step0.json.
+    rule evaluate_warm_start:
+        input:
+            f"{RESULTS}/policies/{{task}}/warmstart.json",
+        output:
+            f"{RESULTS}/policies/{{task}}/heldout_eval/step0.json",
+        log:
+            f"{RESULTS}/logs/evaluate/warm_start_{{task}}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/evaluate/warm_start_{{task}}.tsv"
+        wildcard_constraints:
+            task="|".join(EXPERIMENT["tasks"]),
+        priority: 50  # every evaluation job of the task waits for it
+        threads: 1
+        params:
+            experiment=EXPERIMENT_SOURCE,
+            evaluation=EXPERIMENT["evaluation"],
+            settings=lambda wildcards: warm_start_settings(EXPERIMENT, wildcards.task),
+        shell:
+            "OMP_NUM_THREADS={threads} python -m dara.evaluation.tiny --experiment {params.experiment:q}"
+            " --warm-start {wildcards.task} > {log} 2>&1"
+
+
+def warm_start_evaluations(job):
+    """The warm-start evaluation a CPU trainer's evaluation job copies into its runs' step 0 (none for verl)."""
+    policy = job.runs[0].policy_dir
+    return [f"{policy}/heldout_eval/step0.json"] if policy and "warm_start" in EXPERIMENT else []
+
+
 for _job in training_jobs(RUNS):
     if _job.backend not in CPU_BACKENDS and not on_cpu(_job):
         continue
@@ -19,7 +50,8 @@ for _job in training_jobs(RUNS):
         name:
             f"evaluate_{_job.name}"
         input:
-            [run.metrics for run in _job.runs],
+            metrics=[run.metrics for run in _job.runs],
+            warm_start=warm_start_evaluations(_job),
         output:
             [path for run in _job.runs for path in run.eval_files],
         log:
@@ -34,7 +66,7 @@ for _job in training_jobs(RUNS):
             evaluation=EXPERIMENT["evaluation"],
         shell:
             "OMP_NUM_THREADS={threads} python -m dara.evaluation.tiny --experiment {params.experiment:q}"
-            " --run-dir {params.runs} > {log} 2>&1"
+            " --run-dir {params.runs} --warm-start-eval {input.warm_start} > {log} 2>&1"
 
 if any(not on_cpu(job) for job in training_jobs(RUNS) if job.backend == "verl"):
     # verl runs: the rules call `vllm` of the GPU environment (on PATH, or `--config vllm=...`)

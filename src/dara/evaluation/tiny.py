@@ -7,7 +7,8 @@ One process loads torch once and evaluates `checkpoints/step{N}/` for every N of
 (`dara.runs.Run.checkpoint_steps`), writing `step{N}.json` each into the run's evaluation folder
 (`dara.runs.Run.eval_dir`; atomically; existing files are kept, so a rerun resumes). The held-out items are the
 task's `heldout` split (disjoint from training), the same for every run; each item is sampled `samples` times with
-the experiment's `evaluation` settings (temperature, top-p, seed; defaults in the experiment schema). Scorers, as at paper scale:
+the experiment's `evaluation` settings (temperature, top-p, seed; defaults in the experiment schema), and
+`warm_start_samples` times at step 0. Scorers, as at paper scale:
 - toolcall / toolcall3: items become BFCL entries (tool docs + possible answers; no-tool items are
   irrelevance entries) scored by bfcl-eval's AST checker in the .venv-bfcl environment (one subprocess for
   all checkpoints), plus the format metric of the paper's BFCL protocol (docs/evaluation.md);
@@ -17,8 +18,18 @@ the experiment's `evaluation` settings (temperature, top-p, seed; defaults in th
   mean ACT composite reward.
 Every task also reports the mean of each training reward on the held-out samples (`rewards`).
 
-Checkpoints with the same files (every run's step 0 is its task's warm-start policy) are sampled once per process:
-generation is a deterministic function of the weights, the prompts and the sampling seed, so the texts are reused.
+Step 0 of every CPU trainer's run is its task's warm-start policy: the base that every "points above the base" and
+every drift control is measured against. One sample per item would give it the sampling error of a single checkpoint
+(about 4.6 points of BFCL tool accuracy on 87 tool items) in every comparison, so it gets `warm_start_samples`, and
+it is evaluated once per task, not once per job:
+
+    python -m dara.evaluation.tiny --experiment tiny --warm-start toolcall     # -> policies/toolcall/heldout_eval/
+
+writes the warm-start policy's `step0.json`, and an evaluation job given it (`--warm-start-eval`) copies it into each
+run's `step0.json` when the run's step-0 checkpoint has the same files (SHA-256), task options, response cap and
+sampling; otherwise the job samples that checkpoint itself. Within a process, checkpoints with the same files and
+sampling are sampled once: generation is a deterministic function of the weights, the prompts and the sampling
+seed, so the texts are reused.
 """
 
 from __future__ import annotations
@@ -132,6 +143,18 @@ class RunToEvaluate:
     seed: int
     checkpoint_steps: tuple[int, ...]
     max_new_tokens: int
+    is_warm_start: bool = False
+    """the warm-start policy itself: ``run_dir`` is its folder, its only checkpoint (step 0)"""
+
+    def checkpoint_dir(self, step: int) -> Path:
+        return self.run_dir if self.is_warm_start else self.run_dir / "checkpoints" / f"step{step}"
+
+    @classmethod
+    def warm_start(cls, policy_dir: Path, task: str, task_options: Mapping[str, Any], max_new_tokens: int,
+                   seed: int) -> "RunToEvaluate":
+        """A task's warm-start policy (``dara.runs.policy_dir``), evaluated into ``<policy_dir>/heldout_eval/``."""
+        return cls(Path(policy_dir), Path(policy_dir) / "heldout_eval", task, dict(task_options), "warm_start", 0,
+                   seed, (0,), int(max_new_tokens), is_warm_start=True)
 
     @classmethod
     def from_run(cls, run) -> "RunToEvaluate":
@@ -166,27 +189,39 @@ def evaluate_run(run_dir: Path, out_dir: Path, **options) -> list[Path]:
     return evaluate_runs([RunToEvaluate.from_config(run_dir, out_dir)], **options)
 
 
-def evaluate_runs(runs: Sequence[RunToEvaluate], *, heldout_items: int, samples: int, temperature: float,
-                  top_p: float, seed: int, bfcl_python: Path | None = None) -> list[Path]:
+def evaluate_runs(runs: Sequence[RunToEvaluate], *, heldout_items: int, samples: int, warm_start_samples: int,
+                  temperature: float, top_p: float, seed: int, bfcl_python: Path | None = None,
+                  warm_start_evals: Sequence[Path] = ()) -> list[Path]:
     """Evaluate every checkpoint of several runs in one process, with an experiment's ``evaluation`` settings
-    (heldout_items, samples, temperature, top_p, seed).
+    (heldout_items, samples, warm_start_samples for step 0, temperature, top_p, seed).
 
     Importing torch and bfcl-eval costs seconds per process, more than a tiny run's generation, so one job
     evaluates a seed group and every tool-calling output of all its checkpoints goes to one bfcl-eval subprocess.
+    ``warm_start_evals``: warm-start evaluations (``--warm-start``) to copy where a step-0 checkpoint matches one.
     Checkpoints whose evaluation file exists are skipped (a rerun resumes).
     """
     import torch
 
     torch.set_num_threads(1)
-    if samples < 1 or heldout_items < 1:
-        raise ValueError("samples and heldout_items must be >= 1")
+    if samples < 1 or warm_start_samples < 1 or heldout_items < 1:
+        raise ValueError("samples, warm_start_samples and heldout_items must be >= 1")
+    shared: dict[str, tuple[Path, dict]] = {}
+    for path in warm_start_evals:
+        try:
+            record = json.loads(Path(path).read_text())
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path} is not a warm-start evaluation (not JSON: {error})") from None
+        if not isinstance(record, dict) or "evaluation_key" not in record:
+            raise ValueError(f"{path} is not a warm-start evaluation (no evaluation_key); rerun --warm-start")
+        shared[record["evaluation_key"]] = (Path(path), record)
     written: list[Path] = []
     pending: dict[tuple[int, int], tuple[Path, dict]] = {}
     bfcl_cases: list[dict] = []
     generated: dict[str, tuple[list[str], list[int]]] = {}
     for run_number, run in enumerate(runs):
         run_written, run_pending, run_cases = _generate_run(
-            run, f"run{run_number}/", heldout_items, samples, temperature, top_p, seed, generated)
+            run, f"run{run_number}/", heldout_items, samples, warm_start_samples, temperature, top_p, seed,
+            generated, shared)
         written += run_written
         pending.update({(run_number, step): value for step, value in run_pending.items()})
         bfcl_cases += run_cases
@@ -213,37 +248,59 @@ def evaluate_runs(runs: Sequence[RunToEvaluate], *, heldout_items: int, samples:
     return written
 
 
+# The files that fix what a checkpoint generates: architecture, weights, generation defaults and vocabulary, and of
+# tokenizer_config.json its special tokens (end of sequence, padding): a save_pretrained round trip adds default
+# keys to the rest of that file, so the warm-start folder and its runs' step-0 copies differ there only.
+GENERATION_FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json")
+
+
 def _checkpoint_digest(checkpoint: Path) -> str:
-    """SHA-256 over a checkpoint folder's file names and contents."""
+    """SHA-256 over a checkpoint's GENERATION_FILES (those it has) and its tokenizer's special tokens."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in checkpoint.iterdir() if p.is_file()):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    for name in GENERATION_FILES:
+        path = checkpoint / name
+        if path.is_file():
+            digest.update(name.encode() + b"\0" + path.read_bytes())
+    tokenizer_config = checkpoint / "tokenizer_config.json"
+    if tokenizer_config.is_file():
+        special = {k: v for k, v in json.loads(tokenizer_config.read_text()).items() if k.endswith("_token")}
+        digest.update(b"special tokens\0" + json.dumps(special, sort_keys=True).encode())
     return digest.hexdigest()
 
 
-def _generate_run(run: RunToEvaluate, case_prefix: str, heldout_items: int, samples: int, temperature: float,
-                  top_p: float, seed: int, generated: dict[str, tuple[list[str], list[int]]]):
+def _generate_run(run: RunToEvaluate, case_prefix: str, heldout_items: int, samples: int, warm_start_samples: int,
+                  temperature: float, top_p: float, seed: int, generated: dict[str, tuple[list[str], list[int]]],
+                  shared: Mapping[str, tuple[Path, dict]]):
     """Generate and score one run's unevaluated checkpoints; BFCL cases are returned for batch scoring.
-    ``generated`` maps (checkpoint files, task, options, length cap) to texts already sampled in this process."""
+    ``generated`` maps an evaluation key (checkpoint files, task, options, length cap, sampling) to texts already
+    sampled in this process; ``shared`` maps it to a warm-start evaluation to copy."""
     from dara.tasks import get_task
     from dara.tiny.policy import generate, load_policy
 
     task = get_task(run.task, **run.task_options)
     items = task.items("heldout", heldout_items, seed=0)
-    repeated = [item for item in items for _ in range(samples)]
     tool_task = run.task in ("toolcall", "toolcall3")
     written, pending, bfcl_cases = [], {}, []
     revision = git_revision()  # the sampler and scorers are code: a result says which code made it
+    coordinates = {"task": run.task, "method": run.method, "group_size": run.group_size, "seed": run.seed}
     for step in run.checkpoint_steps:
         target = run.out_dir / f"step{step}.json"
         written.append(target)
         if target.exists():
             continue
-        checkpoint = run.run_dir / "checkpoints" / f"step{step}"
+        checkpoint = run.checkpoint_dir(step)
         if not (checkpoint / "config.json").is_file():
             raise FileNotFoundError(f"no Hugging Face checkpoint (config.json) under {checkpoint}")
-        key = json.dumps([_checkpoint_digest(checkpoint), run.task, run.task_options, run.max_new_tokens],
-                         sort_keys=True)
+        per_item = warm_start_samples if step == 0 else samples
+        sampling = {"temperature": temperature, "top_p": top_p, "seed": seed, "max_new_tokens": run.max_new_tokens}
+        digest = _checkpoint_digest(checkpoint)
+        key = json.dumps([digest, run.task, run.task_options, len(items), per_item, sampling], sort_keys=True)
+        if key in shared:
+            source, record = shared[key]
+            pending[step] = (target, {**record, **coordinates, "step": step, "checkpoint": str(checkpoint),
+                                      "copied_from": str(source)})
+            continue
+        repeated = [item for item in items for _ in range(per_item)]
         if key not in generated:
             tokenizer, model = load_policy(checkpoint)
             generated[key] = generate(model, tokenizer, [item["prompt"] for item in repeated], seed=seed,
@@ -251,11 +308,9 @@ def _generate_run(run: RunToEvaluate, case_prefix: str, heldout_items: int, samp
         texts, lengths = generated[key]
         rewards = task.score(texts, repeated, lengths)
         pending[step] = (target, {
-            "task": run.task, "method": run.method, "group_size": run.group_size,
-            "seed": run.seed, "step": step, "checkpoint": str(checkpoint),
-            "heldout_items": len(items), "samples_per_item": samples, "code_revision": revision,
-            "sampling": {"temperature": temperature, "top_p": top_p, "seed": seed,
-                         "max_new_tokens": run.max_new_tokens},
+            **coordinates, "step": step, "checkpoint": str(checkpoint), "checkpoint_sha256": digest,
+            "evaluation_key": key, "heldout_items": len(items), "samples_per_item": per_item,
+            "code_revision": revision, "sampling": sampling,
             "rewards": {name: float(rewards[:, k].mean()) for k, name in enumerate(task.reward_names)},
             "metrics": task_metrics(task, repeated, texts, lengths, run.max_new_tokens),
         })  # fmt: skip
@@ -266,17 +321,27 @@ def _generate_run(run: RunToEvaluate, case_prefix: str, heldout_items: int, samp
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from dara.experiments import load_experiment
-    from dara.runs import find_run_by_dir
+    from dara.experiments import load_experiment, warm_start_settings
+    from dara.runs import find_run_by_dir, policy_dir
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--experiment", required=True, help="scale name (tiny, smoke) or path to an experiment yaml")
-    parser.add_argument("--run-dir", required=True, nargs="+", help="training run folders (dara.runs layout)")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--run-dir", nargs="+", help="training run folders (dara.runs layout)")
+    which.add_argument("--warm-start", metavar="TASK", help="evaluate the task's warm-start policy instead")
+    parser.add_argument("--warm-start-eval", type=Path, nargs="*", default=[],
+                        help="warm-start evaluations (written by --warm-start) to copy into matching step-0 files")
     parser.add_argument("--bfcl-python", type=Path, default=None, help="python of the bfcl environment")
     args = parser.parse_args(argv)
     experiment = load_experiment(args.experiment)
-    runs = [find_run_by_dir(experiment, run_dir) for run_dir in args.run_dir]
-    evaluate_runs([RunToEvaluate.from_run(run) for run in runs], bfcl_python=args.bfcl_python,
+    if args.warm_start:
+        settings = warm_start_settings(experiment, args.warm_start)
+        to_evaluate = [RunToEvaluate.warm_start(policy_dir(experiment["scale"], args.warm_start), args.warm_start,
+                                                settings["task_options"], settings["max_new_tokens"],
+                                                settings["seed"])]
+    else:
+        to_evaluate = [RunToEvaluate.from_run(find_run_by_dir(experiment, run_dir)) for run_dir in args.run_dir]
+    evaluate_runs(to_evaluate, bfcl_python=args.bfcl_python, warm_start_evals=args.warm_start_eval,
                   **experiment["evaluation"])
 
 

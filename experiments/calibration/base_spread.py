@@ -1,0 +1,68 @@
+"""How precisely one evaluation measures the base: a task's warm-start policy (every run's step 0) evaluated with
+one sample per held-out item under several sampling seeds, and with `warm_start_samples` per item under the
+experiment's seed, as the pipeline evaluates it (`dara.evaluation.tiny`, BFCL for the tool tasks).
+
+    python experiments/calibration/base_spread.py --experiment tiny --task toolcall --seeds 16 \\
+        --out docs/calibration/base-spread-toolcall
+
+Needs the task's warm start (`snakemake results/tiny/policies/toolcall/warmstart.json`). Writes `base_spread.csv`
+(one row per evaluation: seed, samples per item, the metric) and `command.txt` into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from dara.evaluation.tiny import RunToEvaluate, evaluate_runs
+from dara.experiments import load_experiment, warm_start_settings
+from dara.runs import policy_dir
+
+# The held-out metric the regime table reads per task (analysis/config.yaml, heldout_correctness).
+METRIC = {"toolcall": "bfcl_accuracy_tool", "toolcall3": "bfcl_accuracy_tool", "math_length": "accuracy",
+          "act_critic": "accuracy"}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--experiment", default="tiny")
+    parser.add_argument("--task", required=True, choices=sorted(METRIC))
+    parser.add_argument("--seeds", type=int, default=16, help="sampling seeds of the one-sample evaluations")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    experiment = load_experiment(args.experiment)
+    evaluation = dict(experiment["evaluation"])
+    settings = warm_start_settings(experiment, args.task)
+    policy = Path(policy_dir(experiment["scale"], args.task))
+    if not (policy / "config.json").is_file():
+        raise SystemExit(f"no warm start under {policy}: run `snakemake {policy}/warmstart.json` first")
+    plans = [(seed, 1) for seed in [evaluation["seed"], *range(1, args.seeds)]]
+    plans.append((evaluation["seed"], evaluation["warm_start_samples"]))
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="dara-base-spread-") as scratch:
+        for seed, samples in plans:
+            run = RunToEvaluate.warm_start(policy, args.task, settings["task_options"], settings["max_new_tokens"],
+                                           settings["seed"])
+            run = RunToEvaluate(**{**run.__dict__, "out_dir": Path(scratch) / f"seed{seed}-samples{samples}"})
+            [path] = evaluate_runs([run], **{**evaluation, "seed": seed, "warm_start_samples": samples})
+            value = json.loads(path.read_text())["metrics"][METRIC[args.task]]
+            rows.append({"task": args.task, "sampling_seed": seed, "samples_per_item": samples,
+                         "heldout_items": evaluation["heldout_items"], METRIC[args.task]: 100 * value})
+    args.out.mkdir(parents=True, exist_ok=True)
+    frame = pd.DataFrame(rows)
+    frame.to_csv(args.out / "base_spread.csv", index=False)
+    (args.out / "command.txt").write_text(shlex.join(["python", *sys.argv]) + "\n")
+    single = frame[frame["samples_per_item"] == 1][METRIC[args.task]]
+    print(frame.to_string(index=False))
+    print(f"one sample per item: mean {single.mean():.1f}, sd {single.std():.1f}, "
+          f"range {single.min():.1f}-{single.max():.1f} over {len(single)} seeds")
+
+
+if __name__ == "__main__":
+    main()
