@@ -30,8 +30,9 @@ import yaml
 
 from dara.methods import METHODS, get_method
 
+# Scale names (`tiny`, `smoke`, ...) are the files of a checkout's experiments/ folder; an installed package has
+# none, and takes experiment files by path.
 EXPERIMENTS_DIR = Path(__file__).resolve().parents[2] / "experiments"
-BACKENDS = ("tiny", "trl", "verl")
 # The settings a verl run reads from the shared (non-paper) settings; every other shared key is the CPU trainers'.
 VERL_SHARED_KEYS = ("w_max", "batch_norm", "static_weights")
 
@@ -150,6 +151,10 @@ def load_experiment(scale_or_path: str | Path) -> dict[str, Any]:
     default of the schema filled in."""
     path = Path(scale_or_path)
     if path.suffix not in (".yaml", ".yml"):
+        if not EXPERIMENTS_DIR.is_dir():
+            raise FileNotFoundError(
+                f"scale name {str(scale_or_path)!r}: scale names are the files of a checkout's experiments/ folder, "
+                f"and this installed package has none ({EXPERIMENTS_DIR}); pass the path of an experiment yaml")
         path = EXPERIMENTS_DIR / f"{scale_or_path}.yaml"
     if not path.is_file():
         raise FileNotFoundError(f"no experiment file {path}")
