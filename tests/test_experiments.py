@@ -184,3 +184,21 @@ def test_the_dara_algorithm_constants_match_the_schema_defaults():
     from dara.advantages import W_MAX
 
     assert default_settings()["w_max"] == W_MAX
+
+
+def test_scale_names_are_read_from_DARA_EXPERIMENTS_DIR_when_set(tmp_path, monkeypatch):
+    import yaml
+
+    from dara.experiments import EXPERIMENTS_DIR, experiments_dir
+
+    smoke = yaml.safe_load((EXPERIMENTS_DIR / "smoke.yaml").read_text())
+    (tmp_path / "smoke.yaml").write_text(yaml.safe_dump({**smoke, "settings": {**smoke["settings"], "steps": 7}}))
+    monkeypatch.setenv("DARA_EXPERIMENTS_DIR", str(tmp_path))
+    assert experiments_dir() == tmp_path and load_experiment("smoke")["settings"]["steps"] == 7
+    with pytest.raises(FileNotFoundError, match="no experiment file"):
+        load_experiment("tiny")  # not in the copy
+    monkeypatch.setenv("DARA_EXPERIMENTS_DIR", str(tmp_path / "missing"))
+    with pytest.raises(FileNotFoundError, match="pass the path of an experiment yaml"):
+        load_experiment("smoke")
+    monkeypatch.delenv("DARA_EXPERIMENTS_DIR")
+    assert load_experiment("smoke")["settings"]["steps"] == smoke["settings"]["steps"]

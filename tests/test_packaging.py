@@ -130,7 +130,8 @@ def test_the_installed_wheel_works_outside_the_checkout(installed, tmp_path):
     expected = compute_advantages("dara_sym", rewards, torch.tensor([0, 0, 1, 1])).advantages
     assert found["advantages"] == [round(float(a), 6) for a in expected]
     assert found["schema"] and "smoke" not in found["scale_name"]
-    assert "installed package has none" in found["scale_name"] and "path of an experiment yaml" in found["scale_name"]
+    assert "an installed package has no checkout" in found["scale_name"]
+    assert "path of an experiment yaml" in found["scale_name"] and "DARA_EXPERIMENTS_DIR" in found["scale_name"]
     assert "toolcall" in found["smoke_targets"]
     assert found["plugins"] == ["dara.verl_plugin.entry"]
     declared = [Requirement(line) for line in found["requires"]]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -30,9 +31,15 @@ import yaml
 
 from dara.methods import METHODS, get_method
 
-# Scale names (`tiny`, `smoke`, ...) are the files of a checkout's experiments/ folder; an installed package has
-# none, and takes experiment files by path.
+# Scale names (`tiny`, `smoke`, ...) are the files of a checkout's experiments/ folder, or of the folder named by
+# DARA_EXPERIMENTS_DIR (a copy to edit without touching the checkout; an installed package, which has no checkout).
 EXPERIMENTS_DIR = Path(__file__).resolve().parents[2] / "experiments"
+EXPERIMENTS_DIR_VARIABLE = "DARA_EXPERIMENTS_DIR"
+
+
+def experiments_dir() -> Path:
+    """Where scale names are looked up: $DARA_EXPERIMENTS_DIR if set, else the checkout's experiments/."""
+    return Path(os.environ[EXPERIMENTS_DIR_VARIABLE]) if os.environ.get(EXPERIMENTS_DIR_VARIABLE) else EXPERIMENTS_DIR
 # The settings a verl run reads from the shared (non-paper) settings; every other shared key is the CPU trainers'.
 VERL_SHARED_KEYS = ("w_max", "batch_norm", "static_weights")
 
@@ -151,11 +158,13 @@ def load_experiment(scale_or_path: str | Path) -> dict[str, Any]:
     default of the schema filled in."""
     path = Path(scale_or_path)
     if path.suffix not in (".yaml", ".yml"):
-        if not EXPERIMENTS_DIR.is_dir():
+        folder = experiments_dir()
+        if not folder.is_dir():
             raise FileNotFoundError(
-                f"scale name {str(scale_or_path)!r}: scale names are the files of a checkout's experiments/ folder, "
-                f"and this installed package has none ({EXPERIMENTS_DIR}); pass the path of an experiment yaml")
-        path = EXPERIMENTS_DIR / f"{scale_or_path}.yaml"
+                f"scale name {str(scale_or_path)!r}: scale names are the files of a checkout's experiments/ folder "
+                f"or of ${EXPERIMENTS_DIR_VARIABLE}, and there is none at {folder} (an installed package has no "
+                f"checkout); pass the path of an experiment yaml, or set {EXPERIMENTS_DIR_VARIABLE}")
+        path = folder / f"{scale_or_path}.yaml"
     if not path.is_file():
         raise FileNotFoundError(f"no experiment file {path}")
     experiment = yaml.safe_load(path.read_text())
