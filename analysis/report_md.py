@@ -5,7 +5,6 @@ the paper in it is read from analysis/reference/*.csv (dara.analysis.paper_refer
 Also writes results/<scale>/tables/claims.csv: the claims with their effect sizes, for tests and notebooks.
 """
 
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +16,7 @@ from dara.analysis.claims import claims_frame, claims_markdown
 from dara.analysis.cli import parse_inputs
 from dara.analysis.mechanism_toy import ToyConfig
 from dara.io import write_text_atomic
+from dara.provenance import git_revision
 from dara.analysis.paper_comparison import (crossing_comparison, headline_claims, paper_model_size, stable_window,
                                             table_comparison)
 from dara.analysis.paper_reference import PaperReference
@@ -43,11 +43,9 @@ def _measured(merged: pd.DataFrame) -> tuple[pd.DataFrame, str]:
 
 
 def _revision() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+    """The short revision of the code that wrote the report (`dara.provenance.git_revision`), "+edits" if dirty."""
+    found = git_revision()
+    return found["revision"][:12] + ("+edits" if found["dirty"] else "")
 
 
 def main(argv=None):

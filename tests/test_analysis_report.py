@@ -116,6 +116,15 @@ def test_final_checkpoint_picks_last_or_named_step_and_names_missing_runs():
 def test_main_group_size_prefers_most_runs():
     runs = pd.DataFrame({"task": "t", "method": ["a", "b", "c", "a"], "G": [8, 8, 8, 4], "seed": 0, "step": 1})
     assert main_group_size(runs) == 8
+    # one entry per run, not per row: G = 4's one run logs three steps, G = 8's two runs one each
+    runs = pd.DataFrame({"task": "t", "method": ["a", "a", "a", "b", "c"], "G": [4, 4, 4, 8, 8], "seed": 0,
+                         "step": [0, 1, 2, 0, 0]})
+    assert main_group_size(runs) == 8
+    from dara.runs import most_common_group_size
+
+    assert most_common_group_size([16, 8, 16, 8]) == 8 and most_common_group_size([4, 16, 16]) == 16
+    with pytest.raises(ValueError, match="no runs"):
+        most_common_group_size([])
 
 
 def test_palette_is_fixed_and_rejects_unknown_methods():

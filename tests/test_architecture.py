@@ -27,14 +27,15 @@ ALLOWED = {
                   "dara.rewards", "dara.runs", "dara.tasks"},
     # the density diagnostics of any rollout table (`dara diagnose`) and the trainers' monitor modes
     "dara.diagnose": {"dara.advantages", "dara.io", "dara.methods"},
+    # the `dara` command: it imports a command's module by name when that command runs
     "dara.__main__": set(),
     # the calibration pilots: short tiny runs and the pipeline's own held-out evaluation of them
-    "dara.pilot": {"dara.advantages", "dara.evaluation", "dara.experiments", "dara.tasks", "dara.tiny"},  # the `dara` command: it imports a command's module by name when that command runs
+    "dara.pilot": {"dara.advantages", "dara.evaluation", "dara.experiments", "dara.tasks", "dara.tiny"},
     "dara.trl": {"dara.advantages", "dara.diagnose", "dara.experiments", "dara.io", "dara.methods",
                  "dara.provenance", "dara.rewards", "dara.runs", "dara.tasks", "dara.tiny"},
     # inside verl's processes: the algorithm and the rewards, nothing of the launcher, the workflow or the analysis
     "dara.verl_plugin": {"dara", "dara.advantages", "dara.diagnose", "dara.methods", "dara.rewards", "dara.tasks"},
-    "dara.verl_backend": {"dara.experiments", "dara.io", "dara.methods", "dara.provenance", "dara.runs",
+    "dara.verl_backend": {"dara.advantages", "dara.experiments", "dara.io", "dara.methods", "dara.provenance", "dara.runs",
                           "dara.tasks", "dara.verl_plugin"},
     "dara.evaluation": {"dara.experiments", "dara.io", "dara.provenance", "dara.rewards", "dara.runs", "dara.tasks",
                         "dara.tiny"},

@@ -57,6 +57,8 @@ SIGN_EPS = 1e-8  # GD2PO-Hard: |Z| at or below this counts as neutral, not as a 
 DVAO_DENOM_EPS = 1e-8  # DVAO: a denominator at or below this gives advantage 0
 WHITEN_EPS = 1e-8  # token-level whitening: (S - m) / sqrt(var + WHITEN_EPS), as verl's masked_whiten
 SHUFFLE_SEED_DOMAIN = b"dara/shuffled/v1"  # prefix of the hashed bytes that seed the shuffled control's permutation
+# The namespace every trainer (verl, TRL) logs an estimator's `AdvantageResult.metrics` under: dara/density/<reward>, ...
+METRIC_PREFIX = "dara/"
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,9 @@ from dara.advantages import (EPS, TAU, W_MAX, channel_contributions, channel_den
 from dara.io import replace_atomically, write_csv_atomic, write_text_atomic
 from dara.methods import METHODS, TABLE, get_method
 
+# The namespace the trainers' monitor modes (verl's dara_sync, dara.trl's DensityMonitorMixin) log under.
+MONITOR_PREFIX = "dara_monitor/"
+
 READERS = {".parquet": "parquet", ".csv": "csv", ".jsonl": "jsonl"}
 SOURCE_COLUMN = "__source_file__"  # which file of a folder a row came from (named in errors)
 SPARSE_RATIO = 4.0

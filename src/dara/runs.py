@@ -22,6 +22,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -132,6 +134,16 @@ def cpu_checkpoint_steps(steps: int, eval_every: int) -> list[int]:
     if steps < 1 or eval_every < 1:
         raise ValueError(f"steps and eval_every must be >= 1, got {steps}, {eval_every}")
     return sorted({0, steps, *range(0, steps, eval_every)})
+
+
+def most_common_group_size(group_sizes: Iterable[int]) -> int:
+    """The group size most runs use, one entry per run (ties: the smallest): the workflow evaluates a task's runs
+    at this G, and the tables and one-G figures show it."""
+    counts = Counter(int(g) for g in group_sizes)
+    if not counts:
+        raise ValueError("no runs: no main group size")
+    most = max(counts.values())
+    return min(g for g, n in counts.items() if n == most)
 
 
 def policy_dir(scale: str, task: str) -> str:

@@ -5,7 +5,7 @@ import os
 import sys
 
 from dara.experiments import load_experiment, warm_start_settings
-from dara.runs import folder_patterns, run_matrix, training_jobs
+from dara.runs import folder_patterns, most_common_group_size, run_matrix, training_jobs
 
 # Shell commands say `python`: make that the interpreter running Snakemake (e.g. .venv/bin/snakemake without an
 # activated environment), so every stage runs in the environment that has dara installed.
@@ -33,5 +33,4 @@ def target_runs(target=None):
 
 def main_group_size(task):
     """The group size most of a task's runs use (ties: the smallest): tables and checkpoint figures show it."""
-    sizes = [run.group_size for run in OWN_RUNS if run.task == task]
-    return min(set(sizes), key=lambda g: (-sizes.count(g), g))
+    return most_common_group_size(run.group_size for run in OWN_RUNS if run.task == task)

@@ -13,15 +13,16 @@ import pandas as pd
 
 from dara.analysis.crossing import first_crossing, first_stable_crossing
 from dara.analysis.runs import RUN_KEYS
+from dara.runs import most_common_group_size
 from dara.analysis.summary import format_mean_sd, mean_sd
 
 GROUP_KEYS = ("task", "method", "G")
 
 
 def main_group_size(metrics: pd.DataFrame) -> int:
-    """The group size with the most runs (ties: the smallest); figures of one G show this one."""
-    counts = metrics[list(RUN_KEYS)].drop_duplicates().groupby("G").size()
-    return int(counts[counts == counts.max()].index.min())
+    """The group size with the most runs (ties: the smallest; `dara.runs.most_common_group_size`, the rule the
+    workflow evaluates by); figures of one G show this one."""
+    return most_common_group_size(metrics[list(RUN_KEYS)].drop_duplicates()["G"])
 
 
 def crossing_records(metrics: pd.DataFrame, thresholds: Mapping[str, Sequence[float]], first_step: int = 1) -> pd.DataFrame:

@@ -30,9 +30,7 @@ import torch
 from trl import GRPOTrainer
 
 from dara.advantages import W_MAX
-from dara.diagnose import batch_diagnostics
-
-MONITOR_PREFIX = "dara_monitor/"
+from dara.diagnose import MONITOR_PREFIX, batch_diagnostics
 
 
 def monitor_metrics(rewards: torch.Tensor, num_generations: int, names: Sequence[str], *, w_max: float = W_MAX,

@@ -38,7 +38,8 @@ from dara.runs import cpu_checkpoint_steps
 from dara.tasks import Task, get_task
 from dara.tiny.policy import load_policy, save_policy
 from dara.tiny.trainer import TrainArgs, train_from_command_line
-from dara.trl.trainer import METRIC_PREFIX, DaraGRPOConfig, DaraGRPOTrainer
+from dara.advantages import METRIC_PREFIX
+from dara.trl.trainer import DaraGRPOConfig, DaraGRPOTrainer
 
 BACKEND = "trl"
 LOSS_TYPE = "bnpo"  # token mean over each minibatch: the tiny trainer's policy loss

@@ -34,10 +34,8 @@ from dataclasses import dataclass, field
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
-from dara.advantages import BATCH_NORMS, compute_advantages
+from dara.advantages import BATCH_NORMS, METRIC_PREFIX, compute_advantages
 from dara.methods import METHODS, get_method
-
-METRIC_PREFIX = "dara/"
 
 # TRL's own defaults of the aggregation settings DaraGRPOTrainer replaces; any other value would be ignored.
 _TRL_AGGREGATION_DEFAULTS = {"multi_objective_aggregation": "sum_then_normalize", "scale_rewards": "group"}

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from dara.advantages import METRIC_PREFIX
 from dara.io import write_parquet_atomic
 
-DARA_PREFIX = "dara/"
 # verl metric -> shared column (first match wins). reward/<name> and the DARA diagnostics come from the dara/ metrics
 # that dara.verl_plugin.trainer logs.
 VERL_COLUMNS = {
@@ -71,12 +71,12 @@ def metrics_frame(steps: dict[int, dict[str, float]], reward_names: Iterable[str
     rows = []
     for step in sorted(steps):
         data = steps[step]
-        if "training/global_step" not in data and not any(key.startswith(DARA_PREFIX) for key in data):
+        if "training/global_step" not in data and not any(key.startswith(METRIC_PREFIX) for key in data):
             continue  # a validation-only record (step 0 before training)
         row: dict[str, float] = {"step": step}
         for key, value in data.items():
-            if key.startswith(DARA_PREFIX):  # dara/reward/<name>, dara/density/<name>, ... (the DARA trainer's)
-                row[key[len(DARA_PREFIX):]] = _number(value)
+            if key.startswith(METRIC_PREFIX):  # dara/reward/<name>, dara/density/<name>, ... (the DARA trainer's)
+                row[key[len(METRIC_PREFIX):]] = _number(value)
         for name in reward_names:
             row.setdefault(f"reward/{name}", math.nan)
         for key, value in data.items():  # held-out validation (every test_freq steps): val/<reward key>

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from dara.advantages import DVAO_DENOM_EPS, EPS, SIGN_EPS, TAU, W_MAX, compute_advantages
+from dara.advantages import DVAO_DENOM_EPS, EPS, METRIC_PREFIX, SIGN_EPS, TAU, W_MAX, compute_advantages
 from dara.methods import TABLE as METHOD_TABLE
 from dara.methods import get_method
 
@@ -41,7 +41,6 @@ from dara.methods import get_method
 # "grpo", so every estimator of ours is prefixed; DARA's own names are kept as they are).
 VERL_ESTIMATOR_NAMES = {method.name: method.verl_name for method in METHOD_TABLE}
 METHOD_BY_VERL_NAME = {verl_name: method for method, verl_name in VERL_ESTIMATOR_NAMES.items()}
-METRIC_PREFIX = "dara"
 # Words that verl's V1 metric aggregator treats as reductions; none may appear in a metric name of ours.
 RESERVED_METRIC_WORDS = ("max", "min", "sum", "total")
 
@@ -185,13 +184,13 @@ def dara_advantages(
 def named_metrics(result, method: str, settings: DaraSettings, non_tensor_batch: Mapping[str, Any]) -> dict[str, float]:
     """verl-facing metric names: ``dara/<quantity>/<channel>``, the batch mean of every reward channel
     (``dara/reward/<channel>``: verl logs none of them in training) and the method's own counters."""
-    metrics = {f"{METRIC_PREFIX}/{name}": value for name, value in result.metrics.items()}
+    metrics = {f"{METRIC_PREFIX}{name}": value for name, value in result.metrics.items()}
     n_rows = len(non_tensor_batch[settings.reward_keys[0]])
     columns = reward_columns(non_tensor_batch, settings.reward_keys, n_rows)
     for position, key in enumerate(settings.reward_keys):
-        metrics[f"{METRIC_PREFIX}/reward/{key}"] = float(columns[:, position].mean())
+        metrics[f"{METRIC_PREFIX}reward/{key}"] = float(columns[:, position].mean())
     if get_method(method).drops_conflicts:
-        metrics[f"{METRIC_PREFIX}/gd2po_hard/keep_ratio"] = 1.0 - result.metrics["gd2po_hard/conflict_ratio"]
+        metrics[f"{METRIC_PREFIX}gd2po_hard/keep_ratio"] = 1.0 - result.metrics["gd2po_hard/conflict_ratio"]
     return metrics
 
 

@@ -19,9 +19,9 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 from verl.trainer.ppo.v1 import replay_buffer as verl_replay_buffer
 
-from dara.advantages import compute_advantages
+from dara.advantages import METRIC_PREFIX, compute_advantages
 
-PREFIX = "dara/rollout_prefilter"
+PREFIX = f"{METRIC_PREFIX}rollout_prefilter"
 
 
 def prefilter_metrics(method: str, settings, rewards: Sequence[Sequence[float]], uids: Sequence[str]) -> dict[str, float]:

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from dara.advantages import METRIC_PREFIX
 from dara.rewards import toolrl
 from dara.rewards.outcome import PARSE_FAILURE_METRIC_PREFIX, RewardOutcome
 
@@ -61,7 +62,7 @@ def parse_failure_metrics_from_extra_fields(extra_fields, reward_keys) -> dict[s
         flag_key = f"{PARSE_FAILURE_KEY_PREFIX}{key}"
         flags = [info[flag_key] for info in infos if isinstance(info, dict) and flag_key in info]
         if flags:
-            counts[f"dara/{PARSE_FAILURE_METRIC_PREFIX}{key}"] = float(sum(float(flag) for flag in flags))
+            counts[f"{METRIC_PREFIX}{PARSE_FAILURE_METRIC_PREFIX}{key}"] = float(sum(float(flag) for flag in flags))
     return counts
 
 

@@ -34,7 +34,7 @@ from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
-from dara.diagnose import batch_diagnostics
+from dara.diagnose import MONITOR_PREFIX, batch_diagnostics
 from dara.verl_plugin import TRAINER_MODE
 from dara.verl_plugin.estimators import METHOD_BY_VERL_NAME, DaraSettings, dara_advantages, named_metrics
 from dara.verl_plugin.prefilter import PrefilterReplayBuffer
@@ -43,7 +43,6 @@ from dara.verl_plugin.rewards import parse_failure_metrics_from_extra_fields
 # What verl's own step fetches, plus the rollout's extra fields that carry reward_extra_info.
 ADVANTAGE_FIELDS = ("uid", "response_mask", "rm_scores", "rollout_log_probs", "old_log_probs", "ref_log_prob", "values")
 EXTRA_FIELDS = "extra_fields"
-MONITOR_PREFIX = "dara_monitor/"
 REPLAY_POLL_SECONDS = 0.05
 
 
