@@ -141,12 +141,12 @@ def _fake_run(tmp_path: Path, task_name: str, steps: int = 2, eval_every: int = 
 def test_evaluate_run_writes_one_file_per_checkpoint(tmp_path, task_name):
     import torch
 
-    from dara.evaluation.tiny import evaluate_run
+    from dara.evaluation.tiny import RunToEvaluate, evaluate_runs
 
     torch.set_num_threads(1)
     run = _fake_run(tmp_path, task_name)
     out = tmp_path / "eval"
-    written = evaluate_run(run, out, **SAMPLING, heldout_items=6, samples=2, warm_start_samples=2)
+    written = evaluate_runs([RunToEvaluate.from_config(run, out)], **SAMPLING, heldout_items=6, samples=2, warm_start_samples=2)
     assert [p.name for p in written] == ["step0.json", "step1.json", "step2.json"]
     records = [json.loads(p.read_text()) for p in written]
     assert [r["step"] for r in records] == [0, 1, 2]
@@ -160,7 +160,7 @@ def test_evaluate_run_writes_one_file_per_checkpoint(tmp_path, task_name):
     assert all(0.0 <= value <= 1.0 for key, value in metrics.items() if key != "composite")
     # resuming keeps existing files untouched
     before = written[1].stat().st_mtime_ns
-    evaluate_run(run, out, **SAMPLING, heldout_items=6, samples=2, warm_start_samples=2)
+    evaluate_runs([RunToEvaluate.from_config(run, out)], **SAMPLING, heldout_items=6, samples=2, warm_start_samples=2)
     assert written[1].stat().st_mtime_ns == before
 
 
@@ -251,21 +251,21 @@ def test_step0_gets_the_warm_start_samples_and_a_shared_warm_start_evaluation_is
 
 
 def test_evaluate_run_rejects_a_folder_without_config(tmp_path):
-    from dara.evaluation.tiny import evaluate_run
+    from dara.evaluation.tiny import RunToEvaluate, evaluate_runs
 
     with pytest.raises(FileNotFoundError, match="config.yaml"):
-        evaluate_run(tmp_path, tmp_path / "eval", **SAMPLING, heldout_items=6, samples=2, warm_start_samples=2)
+        evaluate_runs([RunToEvaluate.from_config(tmp_path, tmp_path / "eval")], **SAMPLING, heldout_items=6, samples=2, warm_start_samples=2)
 
 
 @needs_bfcl_env
 def test_evaluate_run_scores_tool_calls_with_bfcl(tmp_path):
     import torch
 
-    from dara.evaluation.tiny import evaluate_run
+    from dara.evaluation.tiny import RunToEvaluate, evaluate_runs
 
     torch.set_num_threads(1)
     run = _fake_run(tmp_path, "toolcall", steps=1, eval_every=1)
-    written = evaluate_run(run, tmp_path / "eval", **SAMPLING, heldout_items=6, samples=2, warm_start_samples=2)
+    written = evaluate_runs([RunToEvaluate.from_config(run, tmp_path / "eval")], **SAMPLING, heldout_items=6, samples=2, warm_start_samples=2)
     assert [p.name for p in written] == ["step0.json", "step1.json"]
     metrics = json.loads(written[0].read_text())["metrics"]
     assert set(metrics) == {"bfcl_accuracy", "bfcl_format", "bfcl_accuracy_tool", "bfcl_accuracy_irrelevance"}
@@ -277,7 +277,7 @@ def test_evaluate_run_scores_tool_calls_with_bfcl(tmp_path):
 def test_a_seed_group_evaluated_in_one_process_matches_runs_evaluated_alone(tmp_path):
     import torch
 
-    from dara.evaluation.tiny import RunToEvaluate, evaluate_run, evaluate_runs
+    from dara.evaluation.tiny import RunToEvaluate, evaluate_runs
 
     torch.set_num_threads(1)
     tool = _fake_run(tmp_path / "a", "toolcall", steps=1, eval_every=1)
@@ -285,8 +285,8 @@ def test_a_seed_group_evaluated_in_one_process_matches_runs_evaluated_alone(tmp_
     together = evaluate_runs([RunToEvaluate.from_config(tool, tmp_path / "together/tool"),
                               RunToEvaluate.from_config(math, tmp_path / "together/math")],
                              **SAMPLING, heldout_items=4, samples=1, warm_start_samples=1)
-    alone = evaluate_run(tool, tmp_path / "alone/tool", **SAMPLING, heldout_items=4, samples=1, warm_start_samples=1)
-    alone += evaluate_run(math, tmp_path / "alone/math", **SAMPLING, heldout_items=4, samples=1, warm_start_samples=1)
+    alone = evaluate_runs([RunToEvaluate.from_config(tool, tmp_path / "alone/tool")], **SAMPLING, heldout_items=4, samples=1, warm_start_samples=1)
+    alone += evaluate_runs([RunToEvaluate.from_config(math, tmp_path / "alone/math")], **SAMPLING, heldout_items=4, samples=1, warm_start_samples=1)
     assert len(together) == len(alone) == 4
     for joint, single in zip(together, alone):
         assert json.loads(joint.read_text())["metrics"] == json.loads(single.read_text())["metrics"]

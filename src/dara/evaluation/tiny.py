@@ -184,11 +184,6 @@ class RunToEvaluate:
                    tuple(cpu_checkpoint_steps(config["steps"], config["eval_every"])), config["max_new_tokens"])
 
 
-def evaluate_run(run_dir: Path, out_dir: Path, **options) -> list[Path]:
-    """Evaluate every checkpoint of one CPU trainer's run folder; see :func:`evaluate_runs`."""
-    return evaluate_runs([RunToEvaluate.from_config(run_dir, out_dir)], **options)
-
-
 def evaluate_runs(runs: Sequence[RunToEvaluate], *, heldout_items: int, samples: int, warm_start_samples: int,
                   temperature: float, top_p: float, seed: int, bfcl_python: Path | None = None,
                   warm_start_evals: Sequence[Path] = ()) -> list[Path]:
