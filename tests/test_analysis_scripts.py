@@ -267,3 +267,75 @@ def test_regime_control_rows_compare_first_and_last_training_rewards():
     assert found[("shuffled", "accuracy")]["step0"] == pytest.approx(0.11)
     assert found[("shuffled", "accuracy")]["last"] == pytest.approx(0.11)
     assert found[("gdpo", "accuracy")]["last"] == pytest.approx(0.31)
+
+
+def _runs_of(results, task):
+    """Every synthetic run of ``task`` read from its own files (not through the analysis loaders): one frame of
+    metrics rows with the run's coordinates from its folder names."""
+    frames = []
+    for path in sorted(results.glob(f"runs/{task}/*/G*/seed*/metrics.parquet")):
+        seed_dir, g_dir, method_dir = path.parent, path.parent.parent, path.parent.parent.parent
+        frames.append(pd.read_parquet(path).assign(method=method_dir.name, G=int(g_dir.name[1:]),
+                                                   seed=int(seed_dir.name[4:])))
+    return pd.concat(frames, ignore_index=True)
+
+
+@pytest.mark.parametrize("name, task", [("fig1b", "toolcall"), ("fig4", "math_length")])
+def test_seed_band_figures_hold_the_median_and_quartiles_of_the_runs_at_the_main_group_size(results, name, task):
+    import numpy as np
+
+    run_script(name, results)
+    plotted = pd.read_csv(results / f"figures/{name}.csv")
+    if "task" in plotted.columns:
+        plotted = plotted[plotted["task"] == task]
+    runs = _runs_of(results, task)
+    per_g = runs[["method", "G", "seed"]].drop_duplicates()["G"].value_counts()
+    main_g = min(g for g, n in per_g.items() if n == per_g.max())
+    runs = runs[(runs["G"] == main_g) & (runs["step"] >= 1)]
+    assert set(plotted["quantity"]) >= {f"reward/{'format' if task == 'toolcall' else 'length'}"}
+    checked = 0
+    for row in plotted.itertuples():
+        values = runs.loc[(runs["method"] == row.method) & (runs["step"] == row.step), row.quantity].dropna()
+        assert len(values) == row.n_seeds > 0, row
+        q25, median, q75 = np.percentile(values.to_numpy(), [25, 50, 75])
+        assert (row.q25, row.median, row.q75) == pytest.approx((q25, median, q75)), row
+        checked += 1
+    # every method and step of the main G is plotted, and nothing else
+    assert checked == len(plotted) and set(plotted["method"]) == set(runs["method"])
+    assert set(plotted["step"]) == set(runs["step"])
+
+
+def test_fig3_marks_each_runs_first_format_crossing(results):
+    run_script("fig3", results)
+    marked = pd.read_csv(results / "figures/fig3.csv")
+    runs = _runs_of(results, "toolcall")
+    runs = runs[runs["step"] >= 1]
+    assert len(marked) == len(runs[["method", "G", "seed"]].drop_duplicates())
+    for row in marked.itertuples():
+        run = runs[(runs["method"] == row.method) & (runs["G"] == row.G) & (runs["seed"] == row.seed)]
+        crossed = run.loc[run["reward/format"] >= row.threshold, "step"]
+        expected = crossed.min() if len(crossed) else None
+        assert (pd.isna(row.step) and expected is None) or row.step == expected, row
+        assert row.last_step == run["step"].max()
+    assert marked["step"].isna().any() and marked["step"].notna().any()  # the synthetic tree has both kinds
+
+
+@pytest.mark.parametrize("name, task, columns", [
+    ("fig2", "toolcall", {"average_accuracy": "bfcl_accuracy_tool", "average_format": "bfcl_format"}),
+    ("fig6", "math_length", {"macro_pass1": "accuracy", "exceed": "exceed"}),
+])
+def test_checkpoint_figures_hold_each_runs_evaluation(results, name, task, columns):
+    import json
+
+    run_script(name, results)
+    plotted = pd.read_csv(results / f"figures/{name}.csv")
+    assert len(plotted) and set(plotted["task"]) == {task}
+    assert set(columns) <= set(plotted.columns)
+    for row in plotted.to_dict("records"):
+        record = json.loads((results / f"eval/{task}/{row['method']}/G{row['G']}/seed{row['seed']}/"
+                                       f"step{row['step']}.json").read_text())
+        for paper_name, key in columns.items():
+            assert row[paper_name] == pytest.approx(record["metrics"][key]), (row, paper_name)
+    # one G (the task's main one), every evaluated checkpoint of its runs
+    assert plotted["G"].nunique() == 1
+    assert len(plotted) == len(list(results.glob(f"eval/{task}/*/G{plotted['G'].iloc[0]}/seed*/step*.json")))
