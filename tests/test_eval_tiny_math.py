@@ -250,6 +250,32 @@ def test_step0_gets_the_warm_start_samples_and_a_shared_warm_start_evaluation_is
             evaluate_runs([run], **options, warm_start_evals=[wrong])
 
 
+def test_a_trained_checkpoint_is_sampled_with_the_evaluation_seed_plus_its_runs_seed(tmp_path, monkeypatch):
+    """Runs of different seeds draw independently (a median over seeds averages the evaluation's sampling error);
+    the warm start (step 0) keeps the evaluation's own seed, so every run shares its one evaluation."""
+    import torch
+
+    import dara.tiny.policy as policy
+    from dara.evaluation.tiny import RunToEvaluate, evaluate_runs
+
+    torch.set_num_threads(1)
+    seeds = []
+    real_generate = policy.generate
+    monkeypatch.setattr(policy, "generate", lambda *a, **k: seeds.append(k["seed"]) or real_generate(*a, **k))
+    first = _fake_run(tmp_path / "a", "math_length")
+    second = _fake_run(tmp_path / "b", "math_length")  # the same checkpoint files, another seed
+    config = yaml.safe_load((second / "config.yaml").read_text())
+    (second / "config.yaml").write_text(yaml.safe_dump({**config, "seed": 3}))
+    options = {**SAMPLING, "heldout_items": 6, "samples": 2, "warm_start_samples": 2}
+    written = evaluate_runs([RunToEvaluate.from_config(first, tmp_path / "eval/a"),
+                             RunToEvaluate.from_config(second, tmp_path / "eval/b")], **options)
+    base = options["seed"]
+    assert sorted(seeds) == [base, base + 3]  # seed 0: all three checkpoints alike (the same files); seed 3: steps 1-2
+    records = [json.loads(path.read_text()) for path in written]
+    assert [r["sampling"]["seed"] for r in records] == [base, base, base, base, base + 3, base + 3]
+    assert records[0]["metrics"] == records[3]["metrics"]  # the shared warm start
+
+
 def test_evaluate_run_rejects_a_folder_without_config(tmp_path):
     from dara.evaluation.tiny import RunToEvaluate, evaluate_runs
 

@@ -8,7 +8,9 @@ One process loads torch once and evaluates `checkpoints/step{N}/` for every N of
 (`dara.runs.Run.eval_dir`; atomically; existing files are kept, so a rerun resumes). The held-out items are the
 task's `heldout` split (disjoint from training), the same for every run; each item is sampled `samples` times with
 the experiment's `evaluation` settings (temperature, top-p, seed; defaults in the experiment schema), and
-`warm_start_samples` times at step 0. Scorers, as at paper scale:
+`warm_start_samples` times at step 0. A trained checkpoint is sampled with the evaluation's seed plus its run's
+seed, so that runs of different seeds draw independently and runs of one seed, whatever their method, draw alike.
+Scorers, as at paper scale:
 - toolcall / toolcall3: items become BFCL entries (tool docs + possible answers; no-tool items are
   irrelevance entries) scored by bfcl-eval's AST checker in the .venv-bfcl environment (one subprocess for
   all checkpoints), plus the format metric of the paper's BFCL protocol (docs/evaluation.md);
@@ -287,7 +289,11 @@ def _generate_run(run: RunToEvaluate, case_prefix: str, heldout_items: int, samp
         if not (checkpoint / "config.json").is_file():
             raise FileNotFoundError(f"no Hugging Face checkpoint (config.json) under {checkpoint}")
         per_item = warm_start_samples if step == 0 else samples
-        sampling = {"temperature": temperature, "top_p": top_p, "seed": seed, "max_new_tokens": run.max_new_tokens}
+        # Step 0 (the warm start, shared by every run) is sampled with the evaluation's seed; a trained checkpoint
+        # with that seed plus its run's: one seed for all runs would give every run's evaluation the same random
+        # draws, whose error a median over seeds then cannot average out; runs of one seed share theirs (paired).
+        sampling = {"temperature": temperature, "top_p": top_p, "seed": seed if step == 0 else seed + run.seed,
+                    "max_new_tokens": run.max_new_tokens}
         digest = _checkpoint_digest(checkpoint)
         key = json.dumps([digest, run.task, run.task_options, len(items), per_item, sampling], sort_keys=True)
         if key in shared:
@@ -298,7 +304,7 @@ def _generate_run(run: RunToEvaluate, case_prefix: str, heldout_items: int, samp
         repeated = [item for item in items for _ in range(per_item)]
         if key not in generated:
             tokenizer, model = load_policy(checkpoint)
-            generated[key] = generate(model, tokenizer, [item["prompt"] for item in repeated], seed=seed,
+            generated[key] = generate(model, tokenizer, [item["prompt"] for item in repeated], seed=sampling["seed"],
                                       max_new_tokens=run.max_new_tokens, temperature=temperature, top_p=top_p)
         texts, lengths = generated[key]
         rewards = task.score(texts, repeated, lengths)
