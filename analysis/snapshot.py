@@ -136,6 +136,9 @@ def take_verl_cpu_snapshot(results: Path, out: Path) -> None:
 
 
 def take_snapshot(results: Path, out: Path) -> None:
+    from dara.provenance import revision_text
+
+    analysis_revision = revision_text()  # before this function edits tracked files (docs/results/)
     copy(results / "REPORT.md", out / "REPORT.md")
     copy(results / "tables" / "first_crossing.md", out / "first_crossing.md")
     from dara.analysis.config import load_analysis_config
@@ -158,11 +161,14 @@ def take_snapshot(results: Path, out: Path) -> None:
     revisions = {path.read_text() for path in (results / "runs").glob("*/*/G*/seed*/git_revision.txt")}
     if len(revisions) != 1:
         raise SystemExit(f"the runs under {results} come from {len(revisions)} code revisions; rerun them together")
-    from dara.provenance import revision_text
-
+    # each held-out evaluation file names the code that sampled and scored it (an evaluation can be redone alone)
+    evaluations = sorted({(record["code_revision"]["revision"], record["code_revision"]["dirty"])
+                          for path in (results / "eval").glob("*/*/G*/seed*/step*.json")
+                          for record in [json.loads(path.read_text())]})
+    evaluation_text = "".join(f"revision: {sha}\ndirty: {str(dirty).lower()}\n" for sha, dirty in evaluations)
     # the runs' revision decides the metrics; tables, figures and REPORT.md are redrawn by the analysis of this one
-    write_text_atomic(out / "REVISION", f"# runs (training, evaluation)\n{revisions.pop()}"
-                                        f"# analysis and this snapshot\n{revision_text()}")
+    write_text_atomic(out / "REVISION", f"# training runs\n{revisions.pop()}# held-out evaluations\n{evaluation_text}"
+                                        f"# analysis and this snapshot\n{analysis_revision}")
 
 
 def fill_blocks(text: str, snapshot: Path) -> str:
