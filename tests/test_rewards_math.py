@@ -161,7 +161,7 @@ def test_timeout_scores_zero_with_a_warning_and_replaces_the_worker(monkeypatch,
     monkeypatch.setattr(math_rewards, "_score_boxed", _slow_on_marker)
     responses = [r"\boxed{a}", r"\boxed{SLOW}", r"\boxed{b}", r"\boxed{c}"]
     started = time.monotonic()
-    with caplog.at_level(logging.WARNING, logger="dara.rewards.math"):
+    with caplog.at_level(logging.WARNING, logger="dara.rewards.worker_pool"):
         scores = correctness_rewards(responses, ["a", "SLOW", "b", "x"], timeout_s=1.0)
     assert scores == [1.0, 0.0, 1.0, 0.0]
     assert time.monotonic() - started < 120  # the sleeping worker was killed, not waited for
@@ -173,7 +173,7 @@ def test_timeout_scores_zero_with_a_warning_and_replaces_the_worker(monkeypatch,
 def test_crashed_worker_is_replaced_and_the_culprit_scores_zero(monkeypatch, caplog):
     monkeypatch.setattr(math_rewards, "_score_boxed", _crash_on_marker)
     responses = [r"\boxed{a}", r"\boxed{CRASH}", r"\boxed{b}"]
-    with caplog.at_level(logging.WARNING, logger="dara.rewards.math"):
+    with caplog.at_level(logging.WARNING, logger="dara.rewards.worker_pool"):
         scores = correctness_rewards(responses, ["a", "CRASH", "b"], timeout_s=10.0)
     assert scores == [1.0, 0.0, 1.0]
     assert any("crashed its worker" in record.getMessage() for record in caplog.records)
@@ -212,7 +212,7 @@ def test_pathological_input_is_bounded(caplog):
     # A tower of powers makes sympy work for a long time; the item must come back within its budget (0.0).
     tower = "9^{" * 12 + "9" + "}" * 12
     started = time.monotonic()
-    with caplog.at_level(logging.WARNING, logger="dara.rewards.math"):
+    with caplog.at_level(logging.WARNING, logger="dara.rewards.worker_pool"):
         scores = correctness_rewards([f"\\boxed{{{tower}}}", r"\boxed{2}"], ["1", "2"], timeout_s=3.0)
     assert scores == [0.0, 1.0]
     assert time.monotonic() - started < 60

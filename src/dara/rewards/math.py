@@ -11,28 +11,19 @@ Run the batch API from trainers:
     scores = correctness_rewards(responses, answers)          # list[float] in {0.0, 1.0}
     outcomes = correctness_outcomes(responses, answers)       # the same scores, each with its parse failure
 
-Workers are started with "spawn" but without re-running the caller's script (see `_caller_script_hidden`), so a
-plain script needs no `if __name__ == "__main__":` guard.
+The pool (`dara.rewards.worker_pool`) starts its workers with "spawn" but without re-running the caller's script,
+so a plain script needs no `if __name__ == "__main__":` guard.
 """
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import logging
-import multiprocessing
 import os
 import re
-import sys
-import threading
-import types
-from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeoutError
-from concurrent.futures.process import BrokenProcessPool
+from collections.abc import Sequence
 from numbers import Integral
 
 from dara.rewards.outcome import RewardOutcome
+from dara.rewards.worker_pool import WorkerPool, score_with_limits
 
 __all__ = [
     "MAX_BOXED_CHARS",
@@ -46,7 +37,6 @@ __all__ = [
     "shutdown_workers",
 ]
 
-logger = logging.getLogger(__name__)
 
 BOXED = "\\boxed"
 _BRACE_RUN = re.compile(r"\{+|\}+")
@@ -135,77 +125,7 @@ def _warm_up() -> int:
     return os.getpid()
 
 
-_SPAWN_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def _caller_script_hidden() -> Iterator[None]:
-    """While scoring workers start, `sys.modules["__main__"]` is an empty module.
-
-    "spawn" tells each new process to import the parent's `__main__` again (by path for a script, by name for
-    `python -m`). A plain script without an `if __name__ == "__main__":` guard would then run again inside the
-    worker, call the reward, try to start a pool during the worker's start-up and kill it (`BrokenProcessPool`);
-    a script read from stdin has the path `<stdin>`, which cannot be imported. The workers need nothing from the
-    caller's script (they import `dara.rewards.math` by name), so they are started without it. The swap lasts only
-    while processes are launched; another thread importing `__main__` in that window would see the empty module.
-    """
-    with _SPAWN_LOCK:
-        caller_main = sys.modules.get("__main__")
-        sys.modules["__main__"] = types.ModuleType("__main__")
-        try:
-            yield
-        finally:
-            if caller_main is None:
-                del sys.modules["__main__"]
-            else:
-                sys.modules["__main__"] = caller_main
-
-
-class _WorkerPool:
-    """One lazily started process pool per process, replaced when a worker hangs or dies."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._executor: ProcessPoolExecutor | None = None
-        self._owner_pid: int | None = None
-        self.workers = DEFAULT_WORKERS
-
-    def get(self) -> ProcessPoolExecutor:
-        with self._lock:
-            if self._executor is None or self._owner_pid != os.getpid():
-                # A forked child must not use its parent's pool; it starts its own.
-                # "spawn": trainers hold threads and CUDA state that a forked worker must not inherit.
-                # A spawn pool starts one worker per submit until it has `workers`, so the warm-ups launch them all.
-                with _caller_script_hidden():
-                    executor = ProcessPoolExecutor(
-                        max_workers=self.workers, mp_context=multiprocessing.get_context("spawn")
-                    )
-                    warm_ups = [executor.submit(_warm_up) for _ in range(self.workers)]
-                for warm_up in warm_ups:
-                    warm_up.result(timeout=WORKER_STARTUP_TIMEOUT_S)
-                self._executor, self._owner_pid = executor, os.getpid()
-            return self._executor
-
-    def replace(self) -> None:
-        """Kill the workers (one may be stuck in C code) and drop the pool; the next `get` starts a fresh one."""
-        with self._lock:
-            executor, self._executor = self._executor, None
-            if executor is None or self._owner_pid != os.getpid():
-                return
-            # Python 3.11 has no public way to stop a running task; the executor's process table is the handle.
-            for process in list(getattr(executor, "_processes", {}).values()):
-                process.kill()
-            executor.shutdown(wait=True, cancel_futures=True)
-
-    def shutdown(self) -> None:
-        with self._lock:
-            executor, self._executor = self._executor, None
-            if executor is not None and self._owner_pid == os.getpid():
-                executor.shutdown(wait=True, cancel_futures=True)
-
-
-_POOL = _WorkerPool()
-atexit.register(_POOL.shutdown)
+_POOL = WorkerPool(_warm_up, workers=DEFAULT_WORKERS, startup_timeout_s=WORKER_STARTUP_TIMEOUT_S)
 
 
 def shutdown_workers() -> None:
@@ -216,61 +136,6 @@ def shutdown_workers() -> None:
 def _check_timeout(timeout_s: float) -> None:
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
         raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
-
-
-def _run_scored(
-    pending: list[int], jobs: list[tuple[str, str]], timeout_s: float, scores: list[RewardOutcome | None]
-) -> list[int]:
-    """Score `pending` in the pool until one item hangs or a worker dies; returns the indices still to score.
-
-    Results are collected in submission order, so with one worker each wait covers exactly one item's run
-    (with more workers an item may have had longer, never less).
-    """
-    executor = _POOL.get()
-    futures = [(index, executor.submit(_score_boxed, *jobs[index], timeout_s)) for index in pending]
-    for position, (index, future) in enumerate(futures):
-        try:
-            scores[index] = future.result(timeout=timeout_s)
-        except FutureTimeoutError:
-            logger.warning("math correctness timed out after %.1f s (item %d); scored 0.0", timeout_s, index)
-            scores[index] = RewardOutcome.failure(0.0, f"scoring timed out after {timeout_s:g} s")
-            _POOL.replace()
-        except BrokenProcessPool:
-            _POOL.replace()
-            _score_alone(index, jobs, timeout_s, scores)
-        except Exception as error:  # raised by the scoring code in the worker; the worker itself is fine
-            logger.warning("math correctness raised %s (item %d); scored 0.0", type(error).__name__, index)
-            scores[index] = RewardOutcome.failure(0.0, f"scoring raised {type(error).__name__}: {error}")
-            continue
-        else:
-            continue
-        return [later for later, later_future in futures[position + 1 :] if not _harvest(later_future, later, scores)]
-    return []
-
-
-def _harvest(future: Future[RewardOutcome], index: int, scores: list[RewardOutcome | None]) -> bool:
-    """Keep the result of an item that finished before its pool was replaced."""
-    if future.done() and not future.cancelled() and future.exception() is None:
-        scores[index] = future.result()
-        return True
-    return False
-
-
-def _score_alone(
-    index: int, jobs: list[tuple[str, str]], timeout_s: float, scores: list[RewardOutcome | None]
-) -> None:
-    """After a worker died, rescore its item alone in a fresh pool: it scores, or it is the culprit."""
-    future = _POOL.get().submit(_score_boxed, *jobs[index], timeout_s)
-    try:
-        scores[index] = future.result(timeout=timeout_s)
-    except (FutureTimeoutError, BrokenProcessPool) as error:
-        reason = f"timed out after {timeout_s:g} s" if isinstance(error, FutureTimeoutError) else "crashed its worker"
-        logger.warning("math correctness %s (item %d); scored 0.0", reason, index)
-        scores[index] = RewardOutcome.failure(0.0, f"scoring {reason}")
-        _POOL.replace()
-    except Exception as error:
-        logger.warning("math correctness raised %s (item %d); scored 0.0", type(error).__name__, index)
-        scores[index] = RewardOutcome.failure(0.0, f"scoring raised {type(error).__name__}: {error}")
 
 
 def _unreadable_boxed(boxed: str | None) -> str | None:
@@ -315,8 +180,8 @@ def correctness_outcomes(
             scores[index] = RewardOutcome.failure(0.0, unreadable)
         else:
             pending.append(index)
-    while pending:
-        pending = _run_scored(pending, jobs, timeout_s, scores)
+    score_with_limits(_POOL, _score_boxed, jobs, pending, timeout_s, scores,
+                      failure=lambda reason: RewardOutcome.failure(0.0, reason), what="math correctness")
     return scores
 
 
