@@ -12,6 +12,7 @@ Needs the task's warm start (`snakemake results/tiny/policies/toolcall/warmstart
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shlex
 import sys
@@ -20,23 +21,27 @@ from pathlib import Path
 
 import pandas as pd
 
+from dara.analysis.config import load_analysis_config
 from dara.evaluation.tiny import RunToEvaluate, evaluate_runs
 from dara.experiments import load_experiment, warm_start_settings
 from dara.runs import policy_dir
 
-# The held-out metric the regime table reads per task (analysis/config.yaml, heldout_correctness).
-METRIC = {"toolcall": "bfcl_accuracy_tool", "toolcall3": "bfcl_accuracy_tool", "math_length": "accuracy",
-          "act_critic": "accuracy"}
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--experiment", default="tiny")
-    parser.add_argument("--task", required=True, choices=sorted(METRIC))
+    parser.add_argument("--task", required=True, help="a task of the experiment")
     parser.add_argument("--seeds", type=int, default=16, help="sampling seeds of the one-sample evaluations")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     experiment = load_experiment(args.experiment)
+    # the held-out metric the regime table reads for the task ("metrics/<key>" in the evaluation files)
+    correctness = load_analysis_config(ROOT / "analysis" / "config.yaml", experiment["scale"])["heldout_correctness"]
+    if args.task not in correctness:
+        raise SystemExit(f"analysis/config.yaml names no held-out correctness metric for task {args.task!r}")
+    metric = correctness[args.task].removeprefix("metrics/")
     evaluation = dict(experiment["evaluation"])
     settings = warm_start_settings(experiment, args.task)
     policy = Path(policy_dir(experiment["scale"], args.task))
@@ -45,20 +50,20 @@ def main(argv=None) -> None:
     plans = [(seed, 1) for seed in [evaluation["seed"], *range(1, args.seeds)]]
     plans.append((evaluation["seed"], evaluation["warm_start_samples"]))
     rows = []
+    warm_start = RunToEvaluate.warm_start(policy, args.task, settings["task_options"], settings["max_new_tokens"],
+                                          settings["seed"])
     with tempfile.TemporaryDirectory(prefix="dara-base-spread-") as scratch:
         for seed, samples in plans:
-            run = RunToEvaluate.warm_start(policy, args.task, settings["task_options"], settings["max_new_tokens"],
-                                           settings["seed"])
-            run = RunToEvaluate(**{**run.__dict__, "out_dir": Path(scratch) / f"seed{seed}-samples{samples}"})
+            run = dataclasses.replace(warm_start, out_dir=Path(scratch) / f"seed{seed}-samples{samples}")
             [path] = evaluate_runs([run], **{**evaluation, "seed": seed, "warm_start_samples": samples})
-            value = json.loads(path.read_text())["metrics"][METRIC[args.task]]
+            value = json.loads(path.read_text())["metrics"][metric]
             rows.append({"task": args.task, "sampling_seed": seed, "samples_per_item": samples,
-                         "heldout_items": evaluation["heldout_items"], METRIC[args.task]: 100 * value})
+                         "heldout_items": evaluation["heldout_items"], metric: 100 * value})
     args.out.mkdir(parents=True, exist_ok=True)
     frame = pd.DataFrame(rows)
     frame.to_csv(args.out / "base_spread.csv", index=False)
     (args.out / "command.txt").write_text(shlex.join(["python", *sys.argv]) + "\n")
-    single = frame[frame["samples_per_item"] == 1][METRIC[args.task]]
+    single = frame[frame["samples_per_item"] == 1][metric]
     print(frame.to_string(index=False))
     print(f"one sample per item: mean {single.mean():.1f}, sd {single.std():.1f}, "
           f"range {single.min():.1f}-{single.max():.1f} over {len(single)} seeds")

@@ -40,6 +40,8 @@ EXPERIMENTS_DIR_VARIABLE = "DARA_EXPERIMENTS_DIR"
 def experiments_dir() -> Path:
     """Where scale names are looked up: $DARA_EXPERIMENTS_DIR if set, else the checkout's experiments/."""
     return Path(os.environ[EXPERIMENTS_DIR_VARIABLE]) if os.environ.get(EXPERIMENTS_DIR_VARIABLE) else EXPERIMENTS_DIR
+
+
 # The settings a verl run reads from the shared (non-paper) settings; every other shared key is the CPU trainers'.
 VERL_SHARED_KEYS = ("w_max", "batch_norm", "static_weights")
 
