@@ -202,3 +202,10 @@ def test_scale_names_are_read_from_DARA_EXPERIMENTS_DIR_when_set(tmp_path, monke
         load_experiment("smoke")
     monkeypatch.delenv("DARA_EXPERIMENTS_DIR")
     assert load_experiment("smoke")["settings"]["steps"] == smoke["settings"]["steps"]
+
+
+def test_a_gpu_model_the_slurm_executor_refuses_fails_naming_it():
+    experiment = copy.deepcopy(load_experiment("paper"))
+    experiment["settings"]["paper"]["models"]["qwen2.5-1.5b"]["resources"]["gpu_model"] = "a100-40gb"
+    with pytest.raises(ExperimentError, match=r"qwen2.5-1.5b/resources/gpu_model: 'a100-40gb'"):
+        validate_experiment(experiment)

@@ -60,9 +60,9 @@ def test_gpu_resources_come_from_the_runs_model(plan):
     blocks = plan.split("\nrule ")
     seven_b = next(b for b in blocks if "math_length-r1-distill-7b/dara_sym/G16/seed0/metrics.parquet" in b.split("\n")[2])
     # the paper trains R1-Distill-7B on one node of 8 GPUs
-    assert resources_of(seven_b) >= {"gpu=8", "gpu_model=a100-80gb", "nodes=1", "gpus_per_node=8", "runtime=4320"}
+    assert resources_of(seven_b) >= {"gres=gpu:a100_80gb:8", "nodes=1", "runtime=4320"}
     tool = next(b for b in blocks if "toolcall-qwen2.5-3b/grpo/G4/seed1/metrics.parquet" in b.split("\n")[2])
-    assert resources_of(tool) >= {"gpu=4", "gpu_model=a100-40gb", "nodes=1", "gpus_per_node=4", "runtime=420",
+    assert resources_of(tool) >= {"gres=gpu:a100_40gb:4", "nodes=1", "runtime=420",
                                   "cpus_per_task=64", "mem_mb=480000"}
     assert ("profiles/slurm/ray_job.sh python -m dara.verl_backend.launch train --experiment paper --run-dir "
             "results/paper/runs/toolcall-qwen2.5-3b/grpo/G4/seed1") in tool

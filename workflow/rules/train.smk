@@ -55,12 +55,13 @@ def training_inputs(job):
 
 
 def training_resources(job):
-    """verl jobs: GPUs, nodes, runtime, CPUs and memory from the run's model in the experiment file."""
+    """verl jobs: GPUs, nodes, runtime, CPUs and memory from the run's model in the experiment file. GPUs go to
+    Slurm as gres, which counts per node (the executor's `gpu` resource becomes --gpus, a count for the whole job
+    that Slurm may spread unevenly over several nodes; verl wants gpus_per_node on each)."""
     if job.backend != "verl":
         return {}
     resources = job.runs[0].settings["resources"]
-    return {"gpu": resources["nodes"] * resources["gpus_per_node"], "nodes": resources["nodes"],
-            "gpus_per_node": resources["gpus_per_node"], "gpu_model": resources["gpu_model"],
+    return {"gres": f"gpu:{resources['gpu_model']}:{resources['gpus_per_node']}", "nodes": resources["nodes"],
             "runtime": resources["runtime_minutes"], **{k: resources[k] for k in ("cpus_per_task", "mem_mb")
                                                           if k in resources}}
 
