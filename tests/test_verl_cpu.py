@@ -34,7 +34,8 @@ def _write(tmp_path, experiment):
     return path
 
 
-def test_cpu_runs_get_the_backend_settings_and_environment(experiment, tmp_path):
+def test_cpu_runs_get_the_backend_settings_and_environment(experiment, tmp_path, monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)  # verl starts its own Ray (joining one: the next test)
     runs = paper_runs(experiment)
     assert {(r.task, r.method) for r in runs} == {(t, m) for t in ("toolcall", "math_length")
                                                   for m in ("grpo", "gdpo", "dara_sym", "dara_asym")}
@@ -52,6 +53,15 @@ def test_cpu_runs_get_the_backend_settings_and_environment(experiment, tmp_path)
     assert "+ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS='1'" in rendered  # a string, not the int 1
     assert "+ray_kwargs.ray_init.num_gpus=1" in rendered
     assert "+actor_rollout_ref.model.override_config.attn_implementation='eager'" in rendered
+    assert "trainer.device='cpu'" in rendered
+
+
+def test_a_cpu_run_joining_a_ray_cluster_leaves_the_resource_counts_to_its_nodes(experiment, tmp_path, monkeypatch):
+    # profiles/slurm/ray_job.sh exports RAY_ADDRESS; ray.init(address=...) refuses num_cpus and num_gpus
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    rendered = hydra_overrides(verl_overrides(paper_runs(experiment)[0], tmp_path / "run"))
+    assert "ray_kwargs.ray_init.num_cpus=null" in rendered
+    assert not any("ray_init.num_gpus" in override for override in rendered)
     assert "trainer.device='cpu'" in rendered
 
 

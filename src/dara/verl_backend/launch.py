@@ -140,6 +140,11 @@ def _cpu_values(run: Run, env: dict[str, str] | None) -> dict[str, Any]:
             f"{[CPU_OVERRIDES[k] for k in conflicts]})"
         )
     out = dict(CPU_OVERRIDES)
+    if os.environ.get("RAY_ADDRESS"):
+        # verl joins a running Ray cluster (profiles/slurm/ray_job.sh over several nodes), and ray.init() refuses
+        # resource counts then: the cluster's nodes declare them (ray start --num-cpus/--num-gpus)
+        del out["ray_kwargs.ray_init.num_gpus"]
+        out["ray_kwargs.ray_init.num_cpus"] = None
     for name, value in worker_environment(env or {}).items():
         out[f"ray_kwargs.ray_init.runtime_env.env_vars.{name}"] = value
     return out
