@@ -247,6 +247,7 @@ def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported la
         random.setstate(state["python_rng"])
         prompt_rng.bit_generator.state = state["prompt_rng"]
         rows, rollouts, start = state["rows"], state["rollouts"], state["step"]
+        print(f"{out}: resuming from its state at step {start}", file=sys.stderr)
 
     run = None
     if args.wandb:
