@@ -6,7 +6,7 @@ BFCL_VENV := .venv-bfcl
 PIP := $(VENV)/bin/python -m pip
 CORES ?= all
 
-.PHONY: setup setup-test setup-bfcl reproduce calibrate verl-cpu snapshot smoke test bench bench-trainer notebooks clean-envs
+.PHONY: setup setup-test setup-bfcl reproduce calibrate verl-cpu snapshot smoke test test-cluster bench bench-trainer notebooks clean-envs
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +68,17 @@ smoke: setup-test  # its trl target needs TRL (envs/trl.txt, installed with the 
 
 test: setup-test
 	$(VENV)/bin/python -m pytest
+
+# The cluster tests (tests/cluster, marker `cluster`): a throwaway Slurm cluster with accounting on this machine
+# (Debian's slurm-wlm, slurmdbd, munge, mariadb-server, installed when missing: needs root), then the smoke scale
+# through the Slurm executor, every paper job against the controller, and ray_job.sh on two nodes. The cluster is
+# stopped afterwards, also when a test fails.
+$(VENV)/.cluster-stamp: $(VENV)/.test-stamp envs/cluster.txt
+	$(PIP) install -q -r envs/cluster.txt
+	touch $@
+
+test-cluster: $(VENV)/.cluster-stamp
+	$(VENV)/bin/python -m pytest -m cluster tests/cluster
 
 # JupyterLab and jupytext (envs/notebooks.txt) in .venv; the settings override makes a double click open a .py
 # file as a notebook (the analysis notebooks are jupytext percent files). They read results/tiny by default.

@@ -19,11 +19,11 @@ import yaml
 pytest.importorskip("verl")
 pytest.importorskip("ray")
 
+from verl_cpu_setup import RUN_DIR, two_step_experiment
+
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
-RUN_DIR = "results/verl_cpu/runs/toolcall-tiny/dara_asym/G4/seed0"  # dara.runs layout, under the test's folder
-TASK_OPTIONS = {"format_rate": 0.4, "think_filler_max": 0}  # format varies inside groups from step 1
 
 
 def _ray_processes() -> list[str]:
@@ -45,40 +45,8 @@ def _logged_steps(log: Path) -> set[int]:
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    from dara.tiny.warmstart import warm_start
-    from dara.verl_backend.tiny_data import prepare
-
     base = tmp_path_factory.mktemp("verl_cpu")
-    from dara.experiments import default_warm_start
-
-    # trained enough that rewards vary inside groups (a policy that scores every response alike gives zero
-    # advantages and no policy gradient to check)
-    warm_start("toolcall", TASK_OPTIONS, base / "policy", **{**default_warm_start(), **dict(
-        vocab_size=400, corpus_items=300, sft_steps=400, sft_batch_size=16, sft_learning_rate=0.01, probe_prompts=2,
-        probe_group_size=2, max_new_tokens=48,
-        model={"hidden_size": 32, "layers": 1, "heads": 2, "kv_heads": 1, "intermediate_size": 64,
-               "max_positions": 256})})
-    prepare("toolcall", TASK_OPTIONS, base / "policy", base / "data" / "toolcall", train_items=16, test_items=4)
-    experiment = yaml.safe_load((ROOT / "experiments" / "verl_cpu.yaml").read_text())
-    paper = experiment["settings"]["paper"]
-    paper["data_dir"] = str(base / "data")
-    paper["models"] = {"tiny": {"hf_id": str(base / "data" / "toolcall" / "policy"),
-                                "resources": {"nodes": 1, "gpus_per_node": 1, "gpu_model": "cpu",
-                                              "runtime_minutes": 10}}}
-    paper["primary_models"] = {"toolcall": "tiny"}
-    paper["target_models"] = {"toolcall": ["tiny"]}
-    paper["verl"].update({"trainer.save_freq": 1, "trainer.test_freq": -1,
-                          # verl's rollout dump (one JSONL per step), which `dara diagnose` reads below
-                          "trainer.rollout_data_dir": str(base / "rollouts")})
-    del experiment["tasks"]["math_length"]
-    experiment["targets"] = {"toolcall": experiment["targets"]["toolcall"]}  # verl only: no tiny-trainer twins
-    experiment["tasks"]["toolcall"]["settings"]["paper"].update(steps=2, responses_per_step=8, mini_batch_responses=8)
-    paper["verl"].update({f"actor_rollout_ref.{key}_micro_batch_size_per_gpu": 8
-                          for key in ("actor.ppo", "rollout.log_prob", "ref.log_prob")})
-    experiment["targets"]["toolcall"]["methods"] = ["dara_asym"]
-    path = base / "verl_cpu.yaml"
-    path.write_text(yaml.safe_dump(experiment))
-    return base, path
+    return base, two_step_experiment(base)
 
 
 def _launch(base: Path, experiment: Path, steps: int | None = None) -> subprocess.Popen:

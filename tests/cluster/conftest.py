@@ -1,0 +1,16 @@
+"""The cluster tests (`make test-cluster`, marker `cluster`, left out of `make test`): one throwaway Slurm cluster
+for the session, stopped afterwards also when a test fails, with a check that none of its daemons outlives it."""
+
+from __future__ import annotations
+
+import pytest
+
+from local_slurm import LocalSlurm, test_cluster_partitions
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory):
+    cluster = LocalSlurm(tmp_path_factory.mktemp("slurm") / "state", test_cluster_partitions())
+    with cluster:
+        yield cluster
+    assert cluster.running() == [], f"cluster daemons still running after stop: {cluster.running()}"
