@@ -44,13 +44,15 @@ def copy_checkout(dest: Path) -> Path:
 
 
 def slurm_jobs(cluster) -> list[dict[str, str]]:
-    """Every job the controller accounted for: id, state, and the rule the executor's comment names."""
+    """Every job the Slurm executor submitted to the cluster (its comment names the rule; jobs of other tests in
+    the session have none): id, state, rule."""
     out = cluster.run("sacct", "-X", "-n", "-P", "-S", "now-3600", "-o", "JobID,State,Comment").stdout
     jobs = []
     for line in out.splitlines():
         job_id, state, comment = line.split("|", 2)
         rule = re.match(r"rule_(\S+?)(?:_wildcards_.*)?$", comment)
-        jobs.append({"id": job_id, "state": state.split()[0], "rule": rule.group(1) if rule else comment})
+        if rule:
+            jobs.append({"id": job_id, "state": state.split()[0], "rule": rule.group(1)})
     return jobs
 
 
