@@ -160,7 +160,7 @@ def test_the_cpu_rollout_samples_the_whole_distribution_unless_top_k_is_set(top_
     """Transformers fills an unset top_k with 50; the CPU rollout must not truncate what verl asked to sample in full
     (its log-probs describe the full distribution)."""
     from dara.tiny.policy import build_model
-    from dara.verl_plugin.cpu_backend import sampling_config
+    from dara.verl_plugin.cpu_backend.hf_rollout import sampling_config
 
     torch.manual_seed(0)
     model = build_model(300, hidden_size=16, layers=1, heads=2, kv_heads=1, intermediate_size=32).eval()
