@@ -153,7 +153,10 @@ def test_warm_start_settings_merge_task_overrides(tiny):
     assert settings["corpus_items"] == tiny["tasks"]["math_length"]["warm_start"]["corpus_items"]
     assert settings["sft_steps"] == tiny["tasks"]["math_length"]["warm_start"]["sft_steps"]
     assert settings["sft_batch_size"] == tiny["warm_start"]["sft_batch_size"]
-    assert settings["max_new_tokens"] == tiny["tasks"]["math_length"]["settings"]["max_new_tokens"]
+    # the warm start's probe generates as long as the task's runs: the global setting, or the task's own
+    assert settings["max_new_tokens"] == tiny["settings"]["max_new_tokens"]
+    assert warm_start_settings(tiny, "act_critic")["max_new_tokens"] == \
+        tiny["tasks"]["act_critic"]["settings"]["max_new_tokens"] != tiny["settings"]["max_new_tokens"]
 
 
 def test_defaults_come_from_the_schema_and_fill_what_a_file_leaves_out(tmp_path):

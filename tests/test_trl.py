@@ -546,3 +546,13 @@ def test_the_monitor_refuses_reward_functions_of_one_name_and_bad_options_at_con
         DensityMonitorGRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=[dense, sparse],
                                   args=_plain_config(tmp_path, "weights"), train_dataset=_dataset(),
                                   monitor_static_weights=[1.0])
+
+
+def test_the_config_defaults_are_the_estimators_own():
+    import dataclasses
+    import inspect
+
+    defaults = {f.name: f.default for f in dataclasses.fields(DaraGRPOConfig)}
+    estimator = inspect.signature(compute_advantages).parameters
+    for option in ("w_max", "tau", "eps", "batch_norm"):
+        assert defaults[f"dara_{option}"] == estimator[option].default, option

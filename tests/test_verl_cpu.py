@@ -128,6 +128,16 @@ def _verl_batch(rewards, uids):
     return torch.zeros(n, 3), mask, np.array(uids, dtype=object), {"f": rewards[:, 0], "c": rewards[:, 1]}
 
 
+def test_a_section_with_reward_keys_only_takes_every_other_setting_from_the_library():
+    from dara.advantages import DVAO_DENOM_EPS, EPS, SIGN_EPS, TAU, W_MAX
+
+    settings = DaraSettings.from_algorithm_config({"dara": {"reward_keys": ["f", "c"]}})
+    assert settings == DaraSettings(reward_keys=("f", "c"))
+    assert (settings.w_max, settings.tau, settings.eps, settings.gd2po_sign_eps, settings.dvao_eps) == (
+        W_MAX, TAU, EPS, SIGN_EPS, DVAO_DENOM_EPS)
+    assert settings.batch_norm == "token"  # verl's tool stack whitens per token (verl's masked_whiten)
+
+
 def test_verl_path_survives_a_singleton_group_and_counts_it():
     rewards = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0], [1.0, 0.0]])
     scores, mask, uids, columns = _verl_batch(rewards, ["a", "a", "b", "b", "c"])
@@ -160,7 +170,7 @@ def test_the_cpu_rollout_samples_the_whole_distribution_unless_top_k_is_set(top_
     """Transformers fills an unset top_k with 50; the CPU rollout must not truncate what verl asked to sample in full
     (its log-probs describe the full distribution)."""
     from dara.tiny.policy import build_model
-    from dara.verl_plugin.cpu_backend import sampling_config
+    from dara.verl_plugin.cpu_backend.hf_rollout import sampling_config
 
     torch.manual_seed(0)
     model = build_model(300, hidden_size=16, layers=1, heads=2, kv_heads=1, intermediate_size=32).eval()

@@ -44,6 +44,7 @@ import torch
 from dara.methods import METHODS, get_method
 
 BATCH_NORMS = ("response", "token", "none")
+BATCH_NORM = "response"  # the default final normalisation (per response; verl's tool stack uses "token")
 # What to do with a group of one response (it has no z-score): "raise" (the library's default: such a batch is a
 # caller's bug) or "zero" (advantage 0, counted as an inactive group; verl can hand one over when rollouts fail or a
 # filter drops rows, and a long run should log it rather than die).
@@ -275,7 +276,7 @@ def compute_advantages(
     static_weights: Sequence[float] | None = None,
     base_weights: Sequence[float] | None = None,
     lengths=None,
-    batch_norm: str = "response",
+    batch_norm: str = BATCH_NORM,
     channel_names: Sequence[str] | None = None,
     sign_eps: float = SIGN_EPS,
     dvao_eps: float = DVAO_DENOM_EPS,

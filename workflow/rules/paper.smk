@@ -23,12 +23,13 @@ if EXPERIMENT["backend"] == "verl":
     if "warm_start" in EXPERIMENT:
 
         def tiny_prompt_pool(task):
-            """The prompt pool of the task's tiny-trainer runs (the global setting where the scale has none)."""
+            """The prompt pool of the task's tiny-trainer runs (the scale's setting, schema default filled in, where the
+            task has none)."""
             pools = {run.settings["prompt_pool"] for run in RUNS if run.task == task and run.backend != "verl"}
             if len(pools) > 1:
                 raise ValueError(f"the tiny-trainer runs of {task} use several prompt pools {sorted(pools)}; "
                                  "verl's data has one training set per task")
-            return pools.pop() if pools else EXPERIMENT["settings"].get("prompt_pool", 256)
+            return pools.pop() if pools else EXPERIMENT["settings"]["prompt_pool"]
 
         # verl on CPU with the tiny tasks (scale verl_cpu): a task's verl parquet data and its warm-started policy
         # made loadable by verl (a chat template), from the warm start of train.smk.

@@ -4,7 +4,8 @@
 # (`train_toolcall_dara_sym_G8`, `train_toolcall_qwen25_15b_dara_sym_G4_seed0`), and a single run is a file target:
 #   snakemake results/tiny/runs/toolcall/dara_sym/G8/seed0/metrics.parquet   (it trains its job's other seeds too)
 # Every run's resolved settings are the rule's params, so editing a setting in experiments/<scale>.yaml reruns
-# exactly the runs it changes (Snakemake's params rerun trigger); threads and resources come from profiles/.
+# exactly the runs it changes (Snakemake's params rerun trigger); threads are the rules' own, cluster resources come
+# from the run's model (verl) and profiles/slurm.
 
 if "warm_start" in EXPERIMENT:
 

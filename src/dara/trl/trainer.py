@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
-from dara.advantages import BATCH_NORMS, METRIC_PREFIX, compute_advantages
+from dara.advantages import BATCH_NORM, BATCH_NORMS, EPS, METRIC_PREFIX, TAU, W_MAX, compute_advantages
 from dara.methods import METHODS, get_method
 
 # TRL's own defaults of the aggregation settings DaraGRPOTrainer replaces; any other value would be ignored.
@@ -49,7 +49,7 @@ class DaraGRPOConfig(GRPOConfig):
         default="dara_sym",
         metadata={"help": f"advantage estimator, one of {', '.join(METHODS)}"},
     )
-    dara_w_max: float = field(default=5.0, metadata={"help": "DARA's weight cap (>= 1)"})
+    dara_w_max: float = field(default=W_MAX, metadata={"help": "DARA's weight cap (>= 1)"})
     dara_static_weights: list[float] | None = field(
         default=None,
         metadata={"help": "one fixed weight per reward function (each >= 1); static_sym/static_asym only"},
@@ -58,12 +58,12 @@ class DaraGRPOConfig(GRPOConfig):
         default=None, metadata={"help": "DVAO's positive channel weights, one per reward function; dvao only"}
     )
     dara_batch_norm: str = field(
-        default="response",
+        default=BATCH_NORM,
         metadata={"help": "final normalisation of GDPO, GD2PO-Hard, static and DARA: 'response' (per completion), "
                           "'token' (token-weighted, as verl's masked_whiten) or 'none'"},
     )
-    dara_eps: float = field(default=1e-6, metadata={"help": "added to every standard deviation (TRL uses 1e-4)"})
-    dara_tau: float = field(default=1e-8, metadata={"help": "a group is active for a reward when sum |Z| > tau"})
+    dara_eps: float = field(default=EPS, metadata={"help": "added to every standard deviation (TRL uses 1e-4)"})
+    dara_tau: float = field(default=TAU, metadata={"help": "a group is active for a reward when sum |Z| > tau"})
 
     def __post_init__(self):
         super().__post_init__()

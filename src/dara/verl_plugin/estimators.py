@@ -27,7 +27,7 @@ Metric names avoid "max", "min", "sum" and "total": verl's V1 aggregator reads t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -86,24 +86,30 @@ class DaraSettings:
                     f"reward key {key!r} contains {reserved[0]!r}, which verl's metric aggregator reads as a "
                     "reduction; rename the reward channel"
                 )
-        batch_norm = str(_get(section, "batch_norm", "token"))
+        # a key the section leaves out takes the field's default above (the library's constants), typed once
+        default = {f.name: f.default for f in fields(cls)}
+
+        def setting(name: str):
+            return _get(section, name, default[name])
+
+        batch_norm = str(setting("batch_norm"))
         if batch_norm not in ("token", "response"):
             raise ValueError(f"algorithm.dara.batch_norm must be 'token' or 'response', got {batch_norm!r}")
-        static = _get(section, "static_weights")
-        singletons = str(_get(section, "singleton_groups", "zero"))
+        static = setting("static_weights")
+        singletons = str(setting("singleton_groups"))
         if singletons not in ("zero", "raise"):
             raise ValueError(f"algorithm.dara.singleton_groups must be 'zero' or 'raise', got {singletons!r}")
         return cls(
             reward_keys=keys,
-            w_max=float(_get(section, "w_max", 5.0)),
+            w_max=float(setting("w_max")),
             batch_norm=batch_norm,
             static_weights=None if static is None else tuple(float(w) for w in static),
-            tau=float(_get(section, "tau", 1e-8)),
-            eps=float(_get(section, "eps", 1e-6)),
-            gd2po_sign_eps=float(_get(section, "gd2po_sign_eps", 1e-8)),
-            dvao_eps=float(_get(section, "dvao_eps", 1e-8)),
+            tau=float(setting("tau")),
+            eps=float(setting("eps")),
+            gd2po_sign_eps=float(setting("gd2po_sign_eps")),
+            dvao_eps=float(setting("dvao_eps")),
             singleton_groups=singletons,
-            monitor=_flag(_get(section, "monitor", False)),
+            monitor=_flag(setting("monitor")),
         )
 
 
