@@ -19,17 +19,11 @@ import yaml
 pytest.importorskip("verl")
 pytest.importorskip("ray")
 
-from verl_cpu_setup import RUN_DIR, two_step_experiment
+from verl_cpu_setup import RUN_DIR, ray_processes, ray_processes_left, two_step_experiment
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
-
-
-def _ray_processes() -> list[str]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout.splitlines()
-    return [line for line in out if ("ray::" in line or "raylet" in line or "gcs_server" in line)
-            and "grep" not in line]
 
 
 def _logged_steps(log: Path) -> set[int]:
@@ -61,7 +55,7 @@ def test_two_steps_then_kill_and_resume(setup):
     from transformers import AutoModelForCausalLM
 
     base, experiment = setup
-    before = set(_ray_processes())
+    before = ray_processes()
     started = time.perf_counter()
     process = _launch(base, experiment)
     output, _ = process.communicate(timeout=900)
@@ -119,9 +113,5 @@ def test_two_steps_then_kill_and_resume(setup):
     assert [log.name for log in logs] == ["attempt1.jsonl", "attempt2.jsonl", "attempt3.jsonl"]
     last_attempt_steps = _logged_steps(logs[-1])
     assert 5 in last_attempt_steps and min(last_attempt_steps) >= 3, last_attempt_steps
-    # Ray's workers exit once their raylet is gone, which takes a moment after the launcher returns
-    deadline = time.monotonic() + 60
-    while set(_ray_processes()) - before and time.monotonic() < deadline:
-        time.sleep(1)
-    assert not set(_ray_processes()) - before, "Ray left processes behind"
+    assert not ray_processes_left(before), "Ray left processes behind"
     print(f"first run: {first_seconds:.0f} s")

@@ -3,6 +3,8 @@ data and an experiment file naming them. Shared by tests/test_verl_cpu_e2e.py an
 
 from __future__ import annotations
 
+import subprocess
+import time
 from pathlib import Path
 
 import yaml
@@ -46,3 +48,19 @@ def two_step_experiment(base: Path) -> Path:
     path = base / "verl_cpu.yaml"
     path.write_text(yaml.safe_dump(experiment))
     return path
+
+
+def ray_processes() -> set[str]:
+    """Ray's processes running now ("pid args" lines), to compare before and after a run."""
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout.splitlines()
+    return {line for line in out if ("ray::" in line or "raylet" in line or "gcs_server" in line)
+            and "grep" not in line}
+
+
+def ray_processes_left(before: set[str], timeout_s: float = 60) -> set[str]:
+    """Ray processes that were not running ``before`` and still run after up to ``timeout_s`` (Ray's workers exit
+    once their raylet is gone, which takes a moment after a run returns)."""
+    deadline = time.monotonic() + timeout_s
+    while (left := ray_processes() - before) and time.monotonic() < deadline:
+        time.sleep(1)
+    return left

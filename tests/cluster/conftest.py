@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from local_slurm import LocalSlurm, test_cluster_partitions
+from local_slurm import TEST_PARTITIONS, LocalSlurm
 
 
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory):
-    cluster = LocalSlurm(tmp_path_factory.mktemp("slurm") / "state", test_cluster_partitions())
+    cluster = LocalSlurm(tmp_path_factory.mktemp("slurm") / "state", TEST_PARTITIONS)
     with cluster:
         yield cluster
     assert cluster.running() == [], f"cluster daemons still running after stop: {cluster.running()}"

@@ -21,7 +21,7 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 PACKAGES = ("slurm-wlm", "slurmdbd", "munge", "mariadb-server")
@@ -221,7 +221,6 @@ class LocalSlurm:
             "StorageUser=root", "StorageLoc=slurm_acct_db",
         ]) + "\n")
         os.chmod(dbd_conf, 0o600)
-        self.ports = {"slurmctld": ctld_port, "slurmdbd": dbd_port, "mariadb": db_port}
 
     def _write_shims(self) -> None:
         for tool in CLIENT_SHIMS:
@@ -310,7 +309,7 @@ class LocalSlurm:
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline and self.run("squeue", "-h", check=False, timeout=30).stdout.strip():
                 time.sleep(0.5)
-        for name, pid in reversed(list(self.pids.items())):
+        for pid in reversed(list(self.pids.values())):
             _terminate(pid)
         self.pids.clear()
         if pid_file.exists():
@@ -351,16 +350,14 @@ def _terminate(pid: int, wait_s: float = 15.0) -> None:
             time.sleep(0.1)
 
 
-def test_cluster_partitions() -> tuple[Partition, ...]:
-    """The shape the cluster tests use: two 1-CPU nodes for CPU jobs (partition `cpu`, the default), and for
-    submission checks the study's GPU nodes (partition `gpu`, one node of each GPU model experiments/paper.yaml
-    names: 8 GPUs, 128 CPUs, 1 TB, so that a 4- or 8-GPU job with 64 CPUs and 480 GB fits and more does not)."""
-    return (Partition("cpu", "n", nodes=2, cpus=1, memory_mb=16_000, default=True),
-            Partition("gpu", "ga", nodes=1, cpus=128, memory_mb=1_000_000, gpus=8, gpu_type="a100_40gb"),
-            Partition("gpu", "gb", nodes=1, cpus=128, memory_mb=1_000_000, gpus=8, gpu_type="a100_80gb"))
-
-
-test_cluster_partitions.__test__ = False  # a helper, not a pytest test
+# The shape the cluster tests use: two 1-CPU nodes for CPU jobs (partition `cpu`, the default), and for submission
+# checks the study's GPU nodes (partition `gpu`, one node of each GPU model experiments/paper.yaml names: 8 GPUs,
+# 128 CPUs, 1 TB, so that a 4- or 8-GPU job with 64 CPUs and 480 GB fits and more does not).
+TEST_PARTITIONS = (
+    Partition("cpu", "n", nodes=2, cpus=1, memory_mb=16_000, default=True),
+    Partition("gpu", "ga", nodes=1, cpus=128, memory_mb=1_000_000, gpus=8, gpu_type="a100_40gb"),
+    Partition("gpu", "gb", nodes=1, cpus=128, memory_mb=1_000_000, gpus=8, gpu_type="a100_80gb"),
+)
 
 
 def write_test_profile(profile_dir: Path, partition: str, account: str = ACCOUNT,
@@ -386,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("action", choices=["start", "stop"])
     parser.add_argument("state_dir", type=Path)
     args = parser.parse_args(argv)
-    cluster = LocalSlurm(args.state_dir, test_cluster_partitions())
+    cluster = LocalSlurm(args.state_dir, TEST_PARTITIONS)
     if args.action == "start":
         try:
             cluster.start()
@@ -395,7 +392,6 @@ def main(argv: list[str] | None = None) -> int:
             raise
         for key, value in cluster.env().items():
             print(f"export {key}={value}")
-        print(json.dumps({"partitions": [asdict(p) for p in cluster.partitions]}), file=sys.stderr)
     else:
         cluster.stop()
     return 0

@@ -3,6 +3,7 @@ slurmctld (`sbatch --test-only`) whose GPU partition has the study's node shape 
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
@@ -98,7 +99,7 @@ def paper_jobs(slurm_cluster, tmp_path_factory) -> list[PlannedJob]:
     # the user's command line, with the test profile: profiles/default joins it as the workflow profile
     result = subprocess.run([str(SNAKEMAKE), "-n", "--config", "scale=paper", "--profile", str(profile)],
                             cwd=REPO, capture_output=True, text=True, timeout=600,
-                            env={**__import__("os").environ, **slurm_cluster.env()})
+                            env={**os.environ, **slurm_cluster.env()})
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     return planned_jobs(result.stdout)
 

@@ -12,16 +12,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from verl_cpu_setup import ray_processes, ray_processes_left
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 RAY_JOB = REPO / "profiles" / "slurm" / "ray_job.sh"
-
-
-def ray_processes() -> set[str]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout.splitlines()
-    return {line for line in out if "raylet" in line or "gcs_server" in line or "ray::" in line}
 
 
 def run_on_two_nodes(cluster, command: str, workdir: Path, timeout_s: float) -> tuple[str, str]:
@@ -48,16 +44,9 @@ def run_on_two_nodes(cluster, command: str, workdir: Path, timeout_s: float) -> 
         time.sleep(2)
 
 
-def wait_until_no_new_ray_processes(before: set[str], timeout_s: float = 60) -> set[str]:
-    deadline = time.monotonic() + timeout_s
-    while (left := ray_processes() - before) and time.monotonic() < deadline:
-        time.sleep(1)
-    return left
-
-
 def test_two_verl_steps_on_a_two_node_ray_cluster(slurm_cluster, tmp_path):
     pytest.importorskip("verl")
-    from verl_cpu_setup import RUN_DIR, two_step_experiment
+    from verl_cpu_setup import RUN_DIR, two_step_experiment  # imports dara's verl path: after the skip
 
     experiment = two_step_experiment(tmp_path)
     before = ray_processes()
@@ -70,7 +59,7 @@ def test_two_verl_steps_on_a_two_node_ray_cluster(slurm_cluster, tmp_path):
     assert frame["step"].tolist() == [1, 2]
     for column in ("density/format", "density/correctness", "weight/format", "reward/correctness"):
         assert frame[column].notna().all(), column
-    assert not wait_until_no_new_ray_processes(before), "Ray left processes behind"
+    assert not ray_processes_left(before), "Ray left processes behind"
 
 
 def test_a_failing_command_fails_the_job_and_stops_ray(slurm_cluster, tmp_path):
@@ -78,4 +67,4 @@ def test_a_failing_command_fails_the_job_and_stops_ray(slurm_cluster, tmp_path):
     state, output = run_on_two_nodes(slurm_cluster, "bash -c 'exit 3'", tmp_path, timeout_s=300)
     assert state == "FAILED", output[-3000:]
     assert "with 2 nodes" in output  # Ray was up when the command ran
-    assert not wait_until_no_new_ray_processes(before), "Ray left processes behind"
+    assert not ray_processes_left(before), "Ray left processes behind"
