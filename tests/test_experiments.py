@@ -212,3 +212,45 @@ def test_a_gpu_model_the_slurm_executor_refuses_fails_naming_it():
     experiment["settings"]["paper"]["models"]["qwen2.5-1.5b"]["resources"]["gpu_model"] = "a100-40gb"
     with pytest.raises(ExperimentError, match=r"qwen2.5-1.5b/resources/gpu_model: 'a100-40gb'"):
         validate_experiment(experiment)
+
+
+def _verl_cpu_toolcall(experiment):
+    return next(run for run in run_matrix(experiment) if run.backend == "verl" and run.task == "toolcall")
+
+
+def test_a_verl_run_takes_the_stated_cpu_trainer_settings_in_verls_keys():
+    experiment = copy.deepcopy(load_experiment("verl_cpu"))
+    experiment["tasks"]["toolcall"]["settings"]["max_new_tokens"] = 40     # a task-level statement reaches verl
+    experiment["settings"].update(minibatches=4, kl_coef=0.0)
+    run = _verl_cpu_toolcall(experiment)
+    assert run.settings["verl"]["data.max_response_length"] == 40
+    assert run.settings["mini_batch_responses"] == 16 // 4
+    assert run.settings["verl"]["actor_rollout_ref.actor.use_kl_loss"] is False
+    # the paper study states none of them: its runs carry verl's keys only
+    paper_run = next(run for run in run_matrix(load_experiment("paper")) if run.task == "toolcall")
+    assert "learning_rate" not in paper_run.settings and "kl_coef" not in paper_run.settings
+
+
+@pytest.mark.parametrize("verl_key, shared", [("actor_rollout_ref.actor.optim.lr", "learning_rate"),
+                                              ("actor_rollout_ref.actor.kl_loss_type", "kl_coef"),
+                                              ("trainer.save_freq", "eval_every")])
+def test_a_fact_stated_in_both_vocabularies_fails_naming_both(verl_key, shared):
+    experiment = copy.deepcopy(load_experiment("verl_cpu"))
+    experiment["settings"]["paper"]["verl"][verl_key] = 1
+    with pytest.raises(ExperimentError, match=rf"settings\.{shared} is also stated as verl key '{verl_key}'"):
+        run_matrix(experiment)
+
+
+def test_a_paper_setting_restated_or_a_shared_one_verl_cannot_follow_fails():
+    experiment = copy.deepcopy(load_experiment("verl_cpu"))
+    experiment["tasks"]["toolcall"]["settings"]["paper"]["steps"] = 20
+    with pytest.raises(ExperimentError, match=r"settings\.steps is also stated as paper setting 'steps'"):
+        run_matrix(experiment)
+    experiment = copy.deepcopy(load_experiment("verl_cpu"))
+    experiment["settings"]["minibatches"] = 3
+    with pytest.raises(ExperimentError, match=r"minibatches=3 must divide responses_per_step \(16\)"):
+        run_matrix(experiment)
+    experiment = copy.deepcopy(load_experiment("verl_cpu"))
+    experiment["settings"].update(minibatches=2, lr_warmup_updates=4)
+    with pytest.raises(ExperimentError, match=r"lr_warmup_updates=4 counts updates"):
+        run_matrix(experiment)

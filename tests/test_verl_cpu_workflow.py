@@ -65,7 +65,8 @@ def test_every_stage_of_the_scale_is_planned(plan):
 
 
 def test_the_twins_settings_match_verls():
-    """The side-by-side is only meaningful where both trainers were told the same thing."""
+    """The side-by-side is only meaningful where both trainers were told the same thing: verl_cpu.yaml states each
+    shared setting once, and each verl run has it in verl's keys, with the value its tiny twin reads."""
     from dara.experiments import load_experiment
     from dara.runs import run_matrix
 
@@ -78,13 +79,17 @@ def test_the_twins_settings_match_verls():
         assert tiny["learning_rate"] == verl["verl"]["actor_rollout_ref.actor.optim.lr"]
         # verl steps its scheduler once per rollout step, the tiny trainer once per update: the warm-ups agree
         # only with one minibatch a step (or none)
-        assert tiny["lr_warmup_updates"] == verl["verl"].get("actor_rollout_ref.actor.optim.lr_warmup_steps", 0)
+        assert tiny["lr_warmup_updates"] == verl["verl"]["actor_rollout_ref.actor.optim.lr_warmup_steps"]
         assert tiny["lr_warmup_updates"] == 0 or tiny["minibatches"] == 1
         assert tiny["kl_coef"] == verl["verl"]["actor_rollout_ref.actor.kl_loss_coef"]
+        assert verl["verl"]["actor_rollout_ref.actor.use_kl_loss"] == (tiny["kl_coef"] > 0)
+        assert verl["verl"]["actor_rollout_ref.actor.kl_loss_type"] == "low_var_kl"  # k3, as the tiny trainer's
         assert tiny["clip_ratio"] == verl["verl"]["actor_rollout_ref.actor.clip_ratio"]
+        assert tiny["entropy_coef"] == verl["verl"]["actor_rollout_ref.actor.entropy_coeff"]
         assert tiny["max_grad_norm"] == verl["verl"]["actor_rollout_ref.actor.grad_clip"]
         assert tiny["max_new_tokens"] == verl["verl"]["data.max_response_length"]
         assert tiny["temperature"] == verl["verl"]["actor_rollout_ref.rollout.temperature"]
+        assert tiny["eval_every"] == verl["verl"]["trainer.save_freq"]
         assert tiny["responses_per_step"] // tiny["minibatches"] == verl["mini_batch_responses"]
         assert tiny["batch_norm"] == verl["batch_norm"] and tiny["w_max"] == verl["w_max"]
         assert tiny["task_options"] == verl["task_options"]

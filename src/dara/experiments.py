@@ -42,8 +42,30 @@ def experiments_dir() -> Path:
     return Path(os.environ[EXPERIMENTS_DIR_VARIABLE]) if os.environ.get(EXPERIMENTS_DIR_VARIABLE) else EXPERIMENTS_DIR
 
 
-# The settings a verl run reads from the shared (non-paper) settings; every other shared key is the CPU trainers'.
+# The settings a verl run reads from the shared (non-paper) settings as they are ...
 VERL_SHARED_KEYS = ("w_max", "batch_norm", "static_weights")
+# ... and the CPU trainers' settings a verl run takes in verl's vocabulary, where an experiment states them (the
+# verl_cpu scale, whose tiny-trainer twins must be told the same thing): what each becomes, "verl/<key>" for a key of
+# the run's verl block, a bare name for a paper setting. Each fact is stated once: in the shared settings or in
+# verl's words, never both. Every other shared key is the CPU trainers' alone. kl_coef, minibatches and
+# lr_warmup_updates have rules of their own (`_translated_for_verl`).
+VERL_EQUIVALENT_KEYS = {
+    "steps": "steps",
+    "responses_per_step": "responses_per_step",
+    "learning_rate": "verl/actor_rollout_ref.actor.optim.lr",
+    "clip_ratio": "verl/actor_rollout_ref.actor.clip_ratio",
+    "entropy_coef": "verl/actor_rollout_ref.actor.entropy_coeff",
+    "max_grad_norm": "verl/actor_rollout_ref.actor.grad_clip",
+    "temperature": "verl/actor_rollout_ref.rollout.temperature",
+    "max_new_tokens": "verl/data.max_response_length",
+    "eval_every": "verl/trainer.save_freq",             # the CPU trainers checkpoint at eval_every, verl at save_freq
+    "minibatches": "mini_batch_responses",              # responses_per_step / minibatches
+    "lr_warmup_updates": "verl/actor_rollout_ref.actor.optim.lr_warmup_steps",
+    "kl_coef": "verl/actor_rollout_ref.actor.kl_loss_coef",
+}
+# kl_coef is the tiny trainer's k3 KL to the warm start, in the loss: verl's actor KL loss of type low_var_kl (k3,
+# clipped to [-10, 10]), switched on where the coefficient is positive.
+VERL_KL_KEYS = ("verl/actor_rollout_ref.actor.use_kl_loss", "verl/actor_rollout_ref.actor.kl_loss_type")
 
 
 class ExperimentError(ValueError):
@@ -248,6 +270,56 @@ def paper_settings(experiment: dict[str, Any], target: str, model: str) -> dict[
     merged = _deep_merge(merged, block.get("settings", {}).get("paper", {}))
     merged.update({key: paper[key] for key in ("logger", "wandb_project", "data_dir", "device") if key in paper})
     return merged
+
+
+def verl_run_settings(experiment: dict[str, Any], target: str, method: str, model: str) -> dict[str, Any]:
+    """Resolved settings of a verl run: ``w_max``, ``batch_norm``, ``static_weights`` and ``task_options`` from
+    the shared settings, the merged ``paper`` block (`paper_settings`), and the CPU trainers' settings the
+    experiment states, in verl's vocabulary (`VERL_EQUIVALENT_KEYS`)."""
+    shared = run_settings(experiment, target, method)  # a verl target's: only what the experiment states
+    settings = {key: shared[key] for key in shared if key in (*VERL_SHARED_KEYS, "task_options")}
+    settings.update(paper_settings(experiment, target, model))
+    settings.update(_translated_for_verl(shared, settings, f"targets/{target} (model {model})"))
+    return settings
+
+
+def _translated_for_verl(shared: dict[str, Any], paper: dict[str, Any], where: str) -> dict[str, Any]:
+    """The paper-block keys (``verl`` merged) that the stated CPU-trainer settings ``shared`` become; raises where
+    ``paper`` states the same fact in verl's words too."""
+    verl = dict(paper.get("verl", {}))
+    out: dict[str, Any] = {}
+    stated = [key for key in VERL_EQUIVALENT_KEYS if key in shared]
+
+    def put(key: str, value: Any, because: str) -> None:
+        block, _, name = key.rpartition("/")
+        if name in (verl if block else paper):
+            raise ExperimentError(
+                f"{where}: settings.{because} is also stated as {'verl key ' if block else 'paper setting '}"
+                f"{name!r}; state it once (the shared setting is what the tiny trainer's twins read too)")
+        if block:
+            verl[name] = value
+        else:
+            out[name] = value
+
+    for key in stated:
+        value = shared[key]
+        if key == "minibatches":
+            responses = shared.get("responses_per_step", paper.get("responses_per_step"))
+            if responses is None or responses % value:
+                raise ExperimentError(f"{where}: settings.minibatches={value} must divide responses_per_step "
+                                      f"({responses}) to give verl's mini_batch_responses")
+            value = responses // value
+        if key == "lr_warmup_updates" and value and shared.get("minibatches") != 1:
+            # verl steps its scheduler once per training step, the CPU trainers once per update
+            raise ExperimentError(f"{where}: settings.lr_warmup_updates={value} counts updates, verl's warm-up "
+                                  f"counts steps; they agree only with settings.minibatches: 1")
+        if key == "kl_coef":
+            put(VERL_KL_KEYS[0], value > 0, key)
+            put(VERL_KL_KEYS[1], "low_var_kl", key)
+        put(VERL_EQUIVALENT_KEYS[key], value, key)
+    if verl != paper.get("verl", {}):
+        out["verl"] = verl
+    return out
 
 
 def warm_start_settings(experiment: dict[str, Any], task: str) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dara.experiments import VERL_SHARED_KEYS, ExperimentError, paper_settings, run_settings, target_backend
+from dara.experiments import ExperimentError, run_settings, target_backend, verl_run_settings
 
 RESULTS = "results"
 # The two folder patterns of a run; `Run` fills them in, `folder_patterns` gives them with Snakemake wildcards.
@@ -201,11 +201,11 @@ def _target_runs(experiment: dict[str, Any], target: str) -> list[Run]:
     runs = []
     for model in models:
         for method in block["methods"]:
-            settings = run_settings(experiment, target, method)
             primary = True
-            if model is not None:
-                settings = {key: settings[key] for key in settings if key in (*VERL_SHARED_KEYS, "task_options")}
-                settings.update(paper_settings(experiment, target, model))
+            if model is None:
+                settings = run_settings(experiment, target, method)
+            else:
+                settings = verl_run_settings(experiment, target, method, model)
                 primary = experiment["settings"]["paper"]["primary_models"][block["task"]] == model
             for group_size in block["group_sizes"]:
                 for seed in block["seeds"]:
