@@ -3,6 +3,8 @@ policy for single-response groups."""
 
 from __future__ import annotations
 
+from dataclasses import fields, replace
+
 import numpy as np
 import pytest
 import torch
@@ -45,8 +47,8 @@ def test_dvao_eps_zeroes_groups_with_a_small_denominator():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"method": "dara_sym", "sign_eps": 1e-3}, "sign_eps is only used by gd2po_hard"),
-    ({"method": "gdpo", "dvao_eps": 1e-3}, "dvao_eps is only used by dvao"),
+    ({"method": "dara_sym", "sign_eps": 1e-3}, "sign_eps is only read by gd2po_hard, not by dara_sym"),
+    ({"method": "gdpo", "dvao_eps": 1e-3}, "dvao_eps is only read by dvao, not by gdpo"),
     ({"method": "gd2po_hard", "sign_eps": float("nan")}, "sign_eps must be a finite number"),
     ({"method": "dvao", "dvao_eps": -1.0}, "dvao_eps must be a finite number"),
     ({"method": "dara_sym", "singletons": "drop"}, "unknown singletons policy"),
@@ -113,3 +115,52 @@ def test_all_singletons_is_all_zero_and_inactive():
     assert torch.all(result.density == 0) and torch.all(result.weights == 1)
     assert result.metrics["singleton_groups"] == 3.0 and result.metrics["n_groups"] == 3.0
     assert result.metrics["active_groups/f"] == 0.0
+
+
+# A value of each option that changes some method's output on the batch below, away from its default.
+_CHANGED = {"w_max": 1.0, "tau": 5.0, "eps": 0.5, "batch_norm": "none", "static_weights": (3.0, 1.0),
+            "base_weights": (0.9, 0.1), "sign_eps": 0.9, "dvao_eps": 2.0}
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_option_a_method_declares_changes_what_it_computes(method):
+    """`Method.options` is not over-inclusive: each declared option moves the method's result (advantages, loss
+    weights or metrics) on a batch with one sparse and one dense reward."""
+    from dara.advantages import EstimatorOptions
+    from dara.methods import get_method
+
+    rng = np.random.default_rng(5)
+    rewards = np.column_stack([rng.integers(0, 2, 24) * (np.arange(24) < 8), rng.normal(size=24)])
+    index = np.repeat(np.arange(6), 4)
+    base = EstimatorOptions(static_weights=(2.0, 1.0)).for_method(method)
+    reference = compute_advantages(method, rewards, index, base)
+    for option in get_method(method).options:
+        if option == "singletons":
+            continue  # only groups of one response tell the policies apart (tested below)
+        changed = compute_advantages(method, rewards, index, replace(base, **{option: _CHANGED[option]}))
+        moved = (not torch.equal(changed.advantages, reference.advantages)
+                 or not torch.equal(changed.loss_weights, reference.loss_weights)
+                 or changed.metrics != reference.metrics)
+        assert moved, f"{method} declares {option} but ignores it"
+
+
+def test_one_options_object_serves_every_method_through_for_method():
+    from dara.advantages import EstimatorOptions
+
+    shared = EstimatorOptions(w_max=2.0, static_weights=(2.0, 1.0), sign_eps=0.5, dvao_eps=0.1, batch_norm="none")
+    rewards, index = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0]]), [0, 0, 1, 1]
+    with pytest.raises(ValueError, match="static_weights is only read by"):
+        compute_advantages("dara_sym", rewards, index, shared)   # given whole, a foreign option is refused
+    for method in METHODS:
+        own = shared.for_method(method)
+        result = compute_advantages(method, rewards, index, own)
+        as_keywords = {f.name: getattr(own, f.name) for f in fields(own) if getattr(own, f.name) != f.default}
+        # the object and the same values as keywords agree
+        assert torch.equal(result.advantages, compute_advantages(method, rewards, index, **as_keywords).advantages)
+    assert shared.for_method("gdpo").w_max == 2.0 and shared.for_method("gdpo").batch_norm == "none"  # sweep
+    assert shared.for_method("gdpo").static_weights is None and shared.for_method("gdpo").sign_eps == 1e-8
+
+
+def test_an_unknown_keyword_option_is_a_type_error_naming_the_options():
+    with pytest.raises(TypeError, match=r"unknown estimator option\(s\) \['wmax'\]; options: base_weights"):
+        compute_advantages("gdpo", np.zeros((2, 1)), [0, 0], wmax=2.0)

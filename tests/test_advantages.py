@@ -276,7 +276,7 @@ def test_device_and_dtype_of_outputs():
         (dict(method="static_sym"), "needs static_weights"),
         (dict(method="static_sym", static_weights=[1, 1, 1]), "static_weights has 3 values"),
         (dict(method="static_asym", static_weights=[0.5]), "each >= 1"),
-        (dict(static_weights=[1.0]), "only used by static"),
+        (dict(static_weights=[1.0]), "static_weights is only read by static_sym, static_asym, not by dara_sym"),
         (dict(batch_norm="token"), "needs per-response token lengths"),
         (dict(batch_norm="token", lengths=[3]), "lengths has 1 entries"),
         (dict(lengths=[3, 3]), "only used by batch_norm='token'"),

@@ -550,9 +550,10 @@ def test_the_monitor_refuses_reward_functions_of_one_name_and_bad_options_at_con
 
 def test_the_config_defaults_are_the_estimators_own():
     import dataclasses
-    import inspect
+
+    from dara.advantages import EstimatorOptions
 
     defaults = {f.name: f.default for f in dataclasses.fields(DaraGRPOConfig)}
-    estimator = inspect.signature(compute_advantages).parameters
-    for option in ("w_max", "tau", "eps", "batch_norm"):
-        assert defaults[f"dara_{option}"] == estimator[option].default, option
+    estimator = {f.name: f.default for f in dataclasses.fields(EstimatorOptions)}
+    for option in ("w_max", "tau", "eps", "batch_norm", "static_weights", "base_weights"):
+        assert defaults[f"dara_{option}"] == estimator[option], option

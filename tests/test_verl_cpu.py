@@ -165,6 +165,22 @@ def test_verl_settings_pass_the_epsilons_to_the_estimators():
     assert result.metrics["gd2po_hard/conflict_ratio"] == 0.0
 
 
+@pytest.mark.parametrize("method", ["dara_sym", "grpo"])
+def test_an_option_of_another_method_is_refused_by_the_estimator_and_the_prefilter_alike(method):
+    """One rule at the method's definition (`Method.options`): an epsilon of GD2PO-Hard's in a DARA or GRPO run
+    fails in the advantage step and in the pre-filter view, instead of being dropped by one and refused by the
+    other."""
+    from dara.verl_plugin.prefilter import prefilter_metrics
+
+    rewards = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
+    scores, mask, uids, columns = _verl_batch(rewards, ["a", "a", "b", "b"])
+    loose = DaraSettings.from_algorithm_config({"dara": {"reward_keys": ["f", "c"], "gd2po_sign_eps": 10.0}})
+    with pytest.raises(ValueError, match=f"sign_eps is only read by gd2po_hard, not by {method}"):
+        dara_advantages(method, scores, mask, uids, loose, columns)
+    with pytest.raises(ValueError, match=f"sign_eps is only read by gd2po_hard, not by {method}"):
+        prefilter_metrics(method, loose, rewards.tolist(), ["a", "a", "b", "b"])
+
+
 @pytest.mark.parametrize("top_k, most_distinct", [(-1, None), (5, 5)])
 def test_the_cpu_rollout_samples_the_whole_distribution_unless_top_k_is_set(top_k, most_distinct):
     """Transformers fills an unset top_k with 50; the CPU rollout must not truncate what verl asked to sample in full

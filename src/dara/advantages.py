@@ -35,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 import pandas as pd
@@ -92,6 +92,105 @@ class GroupLayout:
     counts: torch.Tensor
     n_groups: int
     block_size: int | None
+
+
+# Options every method accepts because an experiment states them once for a whole sweep of methods: the methods
+# without a weight cap or a batch normalisation (GRPO, DVAO, GDPO, ...) ignore them. Every other option is one method
+# family's own, and a value other than its default for a method that does not read it is an error.
+SWEEP_OPTIONS = ("w_max", "batch_norm")
+
+
+@dataclass(frozen=True)
+class EstimatorOptions:
+    """The estimators' options, one object for every method (as verl hands every estimator one config).
+
+    Which fields a method reads is stated with the method (`dara.methods.Method.options`); `compute_advantages`
+    takes the object as it is. A trainer builds one from its run's settings; code that runs several methods on one
+    configuration (the diagnostics) asks `for_method` for the fields each reads.
+
+        options = EstimatorOptions(w_max=3.0, batch_norm="token")
+        compute_advantages("dara_sym", rewards, index, options, lengths=lengths)
+
+    w_max: DARA's weight cap (>= 1); ``w_max=1`` makes DARA exactly GDPO.
+    tau: a group is active for a channel when the sum of its |Z| exceeds tau.
+    eps: added to the per-group std (and the response-level batch std).
+    batch_norm: final normalisation of the methods that have one (GDPO, GD2PO-Hard, static, DARA, shuffled):
+        "response" (per-response, math stack), "token" (token-weighted whitening, tool stack; needs lengths) or
+        "none". GRPO and DVAO have no batch normalisation by definition.
+    static_weights: K fixed weights (each >= 1), required by ``static_sym``/``static_asym``.
+    base_weights: K positive DVAO channel weights (default equal).
+    sign_eps: GD2PO-Hard: |Z| at or below this counts as neutral, not as a sign.
+    dvao_eps: DVAO: a group whose denominator is at or below this gets advantage 0.
+    singletons: "raise" (default) refuses a group of one response; "zero" gives its rows advantage 0, counts it as
+        a group that is inactive for every channel and reports ``singleton_groups`` in ``metrics``.
+    """
+
+    w_max: float = W_MAX
+    tau: float = TAU
+    eps: float = EPS
+    batch_norm: str = BATCH_NORM
+    static_weights: tuple[float, ...] | None = None
+    base_weights: tuple[float, ...] | None = None
+    sign_eps: float = SIGN_EPS
+    dvao_eps: float = DVAO_DENOM_EPS
+    singletons: str = "raise"
+
+    def __post_init__(self):
+        for name in ("static_weights", "base_weights"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, tuple(float(v) for v in np.asarray(value, dtype=float).reshape(-1)))
+        if self.batch_norm not in BATCH_NORMS:
+            raise ValueError(f"unknown batch_norm {self.batch_norm!r}; valid values: {', '.join(BATCH_NORMS)}")
+        if self.singletons not in SINGLETON_POLICIES:
+            raise ValueError(f"unknown singletons policy {self.singletons!r}; valid values: "
+                             f"{', '.join(SINGLETON_POLICIES)}")
+        if not (np.isfinite(self.w_max) and self.w_max >= 1.0):
+            raise ValueError(f"w_max must be a finite number >= 1, got {self.w_max}")
+        if not (np.isfinite(self.tau) and self.tau >= 0.0):
+            raise ValueError(f"tau must be a finite number >= 0, got {self.tau}")
+        if not (np.isfinite(self.eps) and self.eps > 0.0):
+            raise ValueError(f"eps must be a finite number > 0, got {self.eps}")
+        for name in ("sign_eps", "dvao_eps"):
+            value = getattr(self, name)
+            if not (np.isfinite(value) and value >= 0.0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+        if self.static_weights is not None and (not np.all(np.isfinite(self.static_weights))
+                                                or min(self.static_weights) < 1.0):
+            raise ValueError(f"static_weights must be finite and each >= 1, got {list(self.static_weights)}")
+        if self.base_weights is not None and (not np.all(np.isfinite(self.base_weights))
+                                              or min(self.base_weights) <= 0.0):
+            raise ValueError(f"base_weights must be finite and > 0, got {list(self.base_weights)}")
+
+    def for_method(self, method: str) -> "EstimatorOptions":
+        """These options with every field ``method`` does not read (`Method.options`) back at its default."""
+        reads = set(get_method(method).options) | set(SWEEP_OPTIONS)
+        return replace(self, **{f.name: f.default for f in fields(self) if f.name not in reads})
+
+    def check_for(self, method: str, n_channels: int) -> None:
+        """Raise, naming the option, where ``method`` cannot run with these options on ``n_channels`` rewards."""
+        spec = get_method(method)
+        for option in fields(self):
+            if option.name in spec.options or option.name in SWEEP_OPTIONS:
+                continue
+            if getattr(self, option.name) != option.default:
+                readers = [m for m in METHODS if option.name in get_method(m).options]
+                raise ValueError(f"{option.name} is only read by {', '.join(readers)}, not by {method}")
+        if spec.needs_static_weights and self.static_weights is None:
+            raise ValueError(f"{method} needs static_weights, one per reward channel (each >= 1)")
+        for name in ("static_weights", "base_weights"):
+            value = getattr(self, name)
+            if value is not None and len(value) != n_channels:
+                raise ValueError(f"{name} has {len(value)} values but rewards have {n_channels} channels")
+
+
+def _options(options: EstimatorOptions | None, values: dict) -> EstimatorOptions:
+    """``options`` (default: the library's) with the keyword ``values`` of a direct call in place."""
+    known = {f.name for f in fields(EstimatorOptions)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise TypeError(f"unknown estimator option(s) {unknown}; options: {', '.join(sorted(known))}")
+    return replace(options or EstimatorOptions(), **values)
 
 
 def group_layout(index, n_rows: int, device: torch.device | None = None) -> GroupLayout:
@@ -269,18 +368,11 @@ def compute_advantages(
     method: str,
     rewards,
     index,
+    options: EstimatorOptions | None = None,
     *,
-    w_max: float = W_MAX,
-    tau: float = TAU,
-    eps: float = EPS,
-    static_weights: Sequence[float] | None = None,
-    base_weights: Sequence[float] | None = None,
     lengths=None,
-    batch_norm: str = BATCH_NORM,
     channel_names: Sequence[str] | None = None,
-    sign_eps: float = SIGN_EPS,
-    dvao_eps: float = DVAO_DENOM_EPS,
-    singletons: str = "raise",
+    **option_values,
 ) -> AdvantageResult:
     """Advantages of one method for a batch of multi-reward responses.
 
@@ -288,36 +380,26 @@ def compute_advantages(
         method: one of ``METHODS``.
         rewards: (N, K) rewards, torch tensor or numpy array, finite.
         index: N group ids (str, int, numpy object array as verl passes uids, or an integer tensor).
-        w_max: DARA's weight cap (>= 1); ``w_max=1`` makes DARA exactly GDPO.
-        tau: a group is active for a channel when the sum of its |Z| exceeds tau.
-        eps: added to the per-group std (and the response-level batch std).
-        static_weights: K fixed weights (each >= 1), required by ``static_sym``/``static_asym`` and only by them.
-        base_weights: K positive DVAO channel weights (default equal), only for ``dvao``.
-        lengths: (N,) response lengths in tokens, required by ``batch_norm="token"``.
-        batch_norm: final normalisation of methods that have one (GDPO, GD2PO-Hard, static, DARA, shuffled):
-            "response" (per-response, math stack), "token" (token-weighted whitening, tool stack) or "none".
-            GRPO and DVAO have no batch normalisation by definition.
+        options: the estimator options (`EstimatorOptions`; default: the library's). The method reads the fields
+            its row of `dara.methods` names; another field away from its default is an error, except the sweep
+            settings w_max and batch_norm, which the methods without a cap or a normalisation ignore.
+        lengths: (N,) response lengths in tokens, required by ``batch_norm="token"`` and only used by it.
         channel_names: names used in ``metrics`` keys (default "0", "1", ...).
-        sign_eps: GD2PO-Hard only: |Z| at or below this counts as neutral, not as a sign.
-        dvao_eps: DVAO only: a group whose denominator is at or below this gets advantage 0.
-        singletons: "raise" (default) refuses a group of one response; "zero" gives its rows advantage 0, counts
-            it as a group that is inactive for every channel and reports ``singleton_groups`` in ``metrics``.
+        **option_values: single `EstimatorOptions` fields for a direct call (``w_max=1.0``), in place of those of
+            ``options``.
     """
+    options = _options(options, option_values)
     x, device = _validated_rewards(rewards)
     n_rows, n_channels = x.shape
     names = _channel_names(channel_names, n_channels)
-    _validate_options(method, w_max, tau, eps, batch_norm, static_weights, base_weights, n_channels)
-    _validate_epsilons(method, sign_eps, dvao_eps)
-    if singletons not in SINGLETON_POLICIES:
-        raise ValueError(f"unknown singletons policy {singletons!r}; valid values: {', '.join(SINGLETON_POLICIES)}")
-    if lengths is not None and batch_norm != "token":
-        raise ValueError(f"lengths are only used by batch_norm='token', got batch_norm={batch_norm!r}")
-    if singletons == "zero":
-        return _without_singletons(
-            method, x, index, names,
-            dict(w_max=w_max, tau=tau, eps=eps, static_weights=static_weights, base_weights=base_weights,
-                 lengths=lengths, batch_norm=batch_norm, sign_eps=sign_eps, dvao_eps=dvao_eps),
-        )
+    options.check_for(method, n_channels)
+    if lengths is not None and options.batch_norm != "token":
+        raise ValueError(f"lengths are only used by batch_norm='token', got batch_norm={options.batch_norm!r}")
+    if options.singletons == "zero":
+        return _without_singletons(method, x, index, names, options, lengths)
+    w_max, tau, eps, batch_norm = options.w_max, options.tau, options.eps, options.batch_norm
+    static_weights, base_weights = options.static_weights, options.base_weights
+    sign_eps, dvao_eps = options.sign_eps, options.dvao_eps
     token_lengths = _validated_lengths(lengths, n_rows, device) if batch_norm == "token" else None
     layout = group_layout(index, n_rows, device=device)
     rows_in_input_order = x  # the shuffled control's permutation is seeded by the batch as the caller gave it
@@ -387,19 +469,8 @@ def compute_advantages(
     )
 
 
-def channel_contributions(
-    method: str,
-    rewards,
-    index,
-    *,
-    w_max: float = W_MAX,
-    tau: float = TAU,
-    eps: float = EPS,
-    static_weights: Sequence[float] | None = None,
-    base_weights: Sequence[float] | None = None,
-    sign_eps: float = SIGN_EPS,
-    dvao_eps: float = DVAO_DENOM_EPS,
-) -> torch.Tensor:
+def channel_contributions(method: str, rewards, index, options: EstimatorOptions | None = None,
+                          **option_values) -> torch.Tensor:
     """Each channel's part of each response's score under ``method``, before batch normalisation: (N, K) float64.
 
     Summed over channels a row gives the response's score: GRPO's and DVAO's advantage itself, the per-channel
@@ -410,12 +481,16 @@ def channel_contributions(
     each channel carries under the method, for any method of the table. Cross terms between channels are left out
     (two channels that cancel in GRPO's sum still count), as in the trainers' ``energy_*`` metrics; the batch
     normalisation that follows rescales every part alike, and its mean shift (not split by channel) and
-    GD2PO-Hard's loss weights are outside these parts. Options as `compute_advantages`.
+    GD2PO-Hard's loss weights are outside these parts. Options as `compute_advantages`
+    (``batch_norm`` and ``singletons`` play no part).
     """
+    options = _options(options, option_values)
     x, device = _validated_rewards(rewards)
     n_rows, n_channels = x.shape
-    _validate_options(method, w_max, tau, eps, "none", static_weights, base_weights, n_channels)
-    _validate_epsilons(method, sign_eps, dvao_eps)
+    options.check_for(method, n_channels)
+    w_max, tau, eps = options.w_max, options.tau, options.eps
+    static_weights, base_weights = options.static_weights, options.base_weights
+    sign_eps, dvao_eps = options.sign_eps, options.dvao_eps
     layout = group_layout(index, n_rows, device=device)
     spec = get_method(method)
     if spec.formula == "grpo":
@@ -477,7 +552,8 @@ def _group_sizes(index, n_rows: int) -> np.ndarray:
     return np.bincount(codes)[codes]
 
 
-def _without_singletons(method: str, x: torch.Tensor, index, names: list[str], options: dict) -> AdvantageResult:
+def _without_singletons(method: str, x: torch.Tensor, index, names: list[str], options: EstimatorOptions,
+                        lengths) -> AdvantageResult:
     """``singletons="zero"``: the estimator on the rows of groups of two or more, advantage 0 elsewhere.
 
     A singleton group counts as a group that is active for no channel, so densities are divided by every group.
@@ -488,7 +564,6 @@ def _without_singletons(method: str, x: torch.Tensor, index, names: list[str], o
     sizes = _group_sizes(index, n_rows)
     multi = sizes >= 2
     n_single = int((~multi).sum())
-    lengths = options.pop("lengths")
     if lengths is not None:
         lengths = torch.as_tensor(np.asarray(lengths) if not isinstance(lengths, torch.Tensor) else lengths).reshape(-1)
         if lengths.numel() != n_rows:
@@ -501,10 +576,8 @@ def _without_singletons(method: str, x: torch.Tensor, index, names: list[str], o
             sub_index = index.reshape(-1)[torch.as_tensor(np.flatnonzero(multi), device=index.device)]
         else:
             sub_index = (index if isinstance(index, np.ndarray) else np.asarray(index, dtype=object)).reshape(-1)[multi]
-        inner = compute_advantages(
-            method, x[rows], sub_index, channel_names=names,
-            lengths=None if lengths is None else lengths[rows.cpu()], **options,
-        )
+        inner = compute_advantages(method, x[rows], sub_index, replace(options, singletons="raise"),
+                                   channel_names=names, lengths=None if lengths is None else lengths[rows.cpu()])
         advantages[rows] = inner.advantages.to(x.device)
         loss_weights[rows] = inner.loss_weights.to(x.device)
         n_multi = int(inner.metrics["n_groups"])
@@ -529,16 +602,6 @@ def _without_singletons(method: str, x: torch.Tensor, index, names: list[str], o
     metrics["singleton_groups"] = float(n_single)
     return AdvantageResult(advantages=advantages, density=density, weights=weights, loss_weights=loss_weights,
                            metrics=metrics)
-
-
-def _validate_epsilons(method: str, sign_eps: float, dvao_eps: float) -> None:
-    for name, value in (("sign_eps", sign_eps), ("dvao_eps", dvao_eps)):
-        if not (np.isfinite(value) and value >= 0.0):
-            raise ValueError(f"{name} must be a finite number >= 0, got {value}")
-    if sign_eps != SIGN_EPS and not get_method(method).drops_conflicts:
-        raise ValueError(f"sign_eps is only used by gd2po_hard, not by {method}")
-    if dvao_eps != DVAO_DENOM_EPS and get_method(method).formula != "dvao":
-        raise ValueError(f"dvao_eps is only used by dvao, not by {method}")
 
 
 def _energies(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -616,33 +679,3 @@ def _channel_names(channel_names, n_channels: int) -> list[str]:
     if len(set(names)) != len(names):
         raise ValueError(f"channel_names must be distinct, got {names}")
     return names
-
-
-def _validate_options(method, w_max, tau, eps, batch_norm, static_weights, base_weights, n_channels) -> None:
-    spec = get_method(method)
-    if batch_norm not in BATCH_NORMS:
-        raise ValueError(f"unknown batch_norm {batch_norm!r}; valid values: {', '.join(BATCH_NORMS)}")
-    if not (np.isfinite(w_max) and w_max >= 1.0):
-        raise ValueError(f"w_max must be a finite number >= 1, got {w_max}")
-    if not (np.isfinite(tau) and tau >= 0.0):
-        raise ValueError(f"tau must be a finite number >= 0, got {tau}")
-    if not (np.isfinite(eps) and eps > 0.0):
-        raise ValueError(f"eps must be a finite number > 0, got {eps}")
-    if spec.needs_static_weights:
-        if static_weights is None:
-            raise ValueError(f"{method} needs static_weights, one per reward channel (each >= 1)")
-        values = np.asarray(static_weights, dtype=float).reshape(-1)
-        if values.shape[0] != n_channels:
-            raise ValueError(f"static_weights has {values.shape[0]} values but rewards have {n_channels} channels")
-        if not np.all(np.isfinite(values)) or np.any(values < 1.0):
-            raise ValueError(f"static_weights must be finite and each >= 1, got {values.tolist()}")
-    elif static_weights is not None:
-        raise ValueError(f"static_weights are only used by static_sym/static_asym, not by {method}")
-    if base_weights is not None:
-        if spec.formula != "dvao":
-            raise ValueError(f"base_weights are only used by dvao, not by {method}")
-        values = np.asarray(base_weights, dtype=float).reshape(-1)
-        if values.shape[0] != n_channels:
-            raise ValueError(f"base_weights has {values.shape[0]} values but rewards have {n_channels} channels")
-        if not np.all(np.isfinite(values)) or np.any(values <= 0.0):
-            raise ValueError(f"base_weights must be finite and > 0, got {values.tolist()}")

@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from dara.advantages import (EPS, TAU, W_MAX, channel_contributions, channel_density, contribution_shares,
+from dara.advantages import (EPS, TAU, W_MAX, EstimatorOptions, channel_contributions, channel_density, contribution_shares,
                              density_weights, group_layout, group_zscores)
 from dara.io import replace_atomically, write_csv_atomic, write_text_atomic
 from dara.methods import METHODS, TABLE, get_method
@@ -168,8 +168,8 @@ def batch_diagnostics(rewards, index, names: Sequence[str], *, w_max: float = W_
         if spec.needs_static_weights and static_weights is None:
             shares = [float("nan")] * len(names)
         else:
-            options = {"static_weights": list(static_weights)} if spec.needs_static_weights else {}
-            shares = contribution_shares(channel_contributions(method, x, index, w_max=w_max, **options)).tolist()
+            options = EstimatorOptions(w_max=w_max, static_weights=static_weights).for_method(method)
+            shares = contribution_shares(channel_contributions(method, x, index, options)).tolist()
         out.update({f"energy_share_{method}/{name}": share for name, share in zip(names, shares)})
     return out
 

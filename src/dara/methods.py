@@ -3,7 +3,8 @@
 The estimators (`dara.advantages`), the experiment schema's method enum, the figures' labels and colours, the verl
 estimator names, the launchers and the trainers all read a method's properties here, and
 ``tests/test_methods.py`` checks that they agree. Adding a method means one row below plus its formula in
-`dara.advantages.compute_advantages` (and its loop in `dara.advantages_loop`).
+`dara.advantages.compute_advantages` (and its loop in `dara.advantages_loop`); the estimator options it reads
+(`Method.options`) follow from its columns.
 
 Columns:
     formula      "grpo" (z-score of the summed rewards), "dvao" (DVAO's group-variance weighting), "per_channel"
@@ -47,6 +48,23 @@ class Method:
     def drops_conflicts(self) -> bool:
         """GD2PO-Hard: responses whose channels disagree in sign get advantage 0 and a per-response loss weight."""
         return self.name == "gd2po_hard"
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """The estimator options (`dara.advantages.EstimatorOptions` fields) this method reads. Every method
+        z-scores with ``eps`` and reports densities with ``tau``; the rest follows from its columns."""
+        own = ["tau", "eps", "singletons"]
+        if self.formula in ("per_channel", "shuffled"):
+            own.append("batch_norm")
+        if self.weights == "density":
+            own.append("w_max")
+        if self.weights == "static":
+            own.append("static_weights")
+        if self.drops_conflicts:
+            own.append("sign_eps")
+        if self.formula == "dvao":
+            own += ["base_weights", "dvao_eps"]
+        return tuple(own)
 
 
 # Colours: the Okabe-Ito colour-blind-safe set; the two DARA variants share the blue family; the shuffled control is

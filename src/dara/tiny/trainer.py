@@ -28,14 +28,14 @@ import os
 import random
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from dara.advantages import compute_advantages
+from dara.advantages import EstimatorOptions, compute_advantages
 from dara.io import replace_atomically
 from dara.methods import get_method
 from dara.provenance import write_run_provenance
@@ -127,6 +127,10 @@ class TrainArgs:
         if method.needs_static_weights != (self.static_weights is not None):
             raise ValueError(f"static_weights must be set for static_sym/static_asym and only for them "
                              f"(method {self.method!r}, static_weights {self.static_weights!r})")
+
+    @property
+    def estimator_options(self) -> EstimatorOptions:
+        return EstimatorOptions(w_max=self.w_max, batch_norm=self.batch_norm, static_weights=self.static_weights)
 
     @classmethod
     def from_run(cls, run, policy: str | None = None, progress: bool = True) -> "TrainArgs":
@@ -286,10 +290,9 @@ def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported la
         scored = task.score_outcomes(texts, items, lengths)
         rewards = scored.rewards
         groups = np.repeat(np.arange(prompts_per_step), args.group_size)
-        result = compute_advantages(
-            args.method, rewards, groups, w_max=args.w_max, static_weights=args.static_weights,
-            lengths=lengths if args.batch_norm == "token" else None, batch_norm=args.batch_norm,
-            channel_names=task.reward_names)
+        result = compute_advantages(args.method, rewards, groups, args.estimator_options,
+                                    lengths=lengths if args.batch_norm == "token" else None,
+                                    channel_names=task.reward_names)
 
         # 3. PPO-clip update against the sampling policy's log-probs: the sampler's own, which a fresh forward of
         # the same weights reproduces to float rounding (tested), so no second pass. KL to the warm-start policy

@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
-from dara.advantages import BATCH_NORM, BATCH_NORMS, EPS, METRIC_PREFIX, TAU, W_MAX, compute_advantages
+from dara.advantages import (BATCH_NORM, BATCH_NORMS, EPS, METRIC_PREFIX, TAU, W_MAX, EstimatorOptions,
+                             compute_advantages)
 from dara.methods import METHODS, get_method
 
 # TRL's own defaults of the aggregation settings DaraGRPOTrainer replaces; any other value would be ignored.
@@ -90,11 +91,11 @@ class DaraGRPOConfig(GRPOConfig):
             raise ValueError(f"dara_base_weights are DVAO's channel weights; dara_method={self.dara_method!r} "
                              "does not use them")
 
-    def estimator_options(self) -> dict:
-        """Keyword arguments of ``compute_advantages`` (all but rewards, index, lengths and channel names)."""
-        return {"w_max": self.dara_w_max, "tau": self.dara_tau, "eps": self.dara_eps,
-                "static_weights": self.dara_static_weights, "base_weights": self.dara_base_weights,
-                "batch_norm": self.dara_batch_norm}
+    def estimator_options(self) -> EstimatorOptions:
+        """The estimator options of this config (``dara_*``), for ``compute_advantages``."""
+        return EstimatorOptions(w_max=self.dara_w_max, tau=self.dara_tau, eps=self.dara_eps,
+                                static_weights=self.dara_static_weights, base_weights=self.dara_base_weights,
+                                batch_norm=self.dara_batch_norm)
 
 
 @dataclass(frozen=True)
@@ -115,14 +116,14 @@ class BatchAdvantages:
     metrics: dict[str, float]
 
 
-def batch_advantages(method: str, rewards_per_func: torch.Tensor, num_generations: int, *,
-                     channel_names: Sequence[str], lengths: torch.Tensor | None = None,
-                     **options) -> BatchAdvantages:
+def batch_advantages(method: str, rewards_per_func: torch.Tensor, num_generations: int,
+                     options: EstimatorOptions | None = None, *, channel_names: Sequence[str],
+                     lengths: torch.Tensor | None = None) -> BatchAdvantages:
     """The method's advantages for TRL's gathered rewards: rows ``[g * G, (g + 1) * G)`` are prompt group g.
 
     NaN rows (every reward function returned None) are left out and get 0; groups with fewer than two scored rows
     get 0; a row with only some NaN rewards raises ``ValueError``. ``lengths`` (N,) are needed by
-    ``batch_norm="token"``. ``options`` go to ``compute_advantages``.
+    ``batch_norm="token"``. ``options`` (default: the library's) go to ``compute_advantages``.
     """
     rewards = torch.as_tensor(rewards_per_func).detach().to("cpu", torch.float64)
     if rewards.dim() != 2:
@@ -158,12 +159,13 @@ def batch_advantages(method: str, rewards_per_func: torch.Tensor, num_generation
     metrics: dict[str, float] = {}
     if bool(scored.any()):
         token_lengths = None
-        if options.get("batch_norm") == "token":
+        options = options or EstimatorOptions()
+        if options.batch_norm == "token":
             if lengths is None:
                 raise ValueError("batch_norm='token' needs the completion lengths")
             token_lengths = torch.as_tensor(lengths).reshape(-1)[scored]
-        result = compute_advantages(method, rewards[scored], groups[scored], lengths=token_lengths,
-                                    channel_names=list(channel_names), **options)
+        result = compute_advantages(method, rewards[scored], groups[scored], options, lengths=token_lengths,
+                                    channel_names=list(channel_names))
         advantages[scored] = result.advantages
         loss_weights[scored] = result.loss_weights
         metrics.update(result.metrics)
@@ -203,8 +205,8 @@ class DaraGRPOTrainer(GRPOTrainer):
         # checks compute_advantages runs, on a two-row dummy batch.
         dummy_lengths = torch.ones(2) if self.args.dara_batch_norm == "token" else None
         try:
-            compute_advantages(self.args.dara_method, torch.zeros(2, len(names)), [0, 0], lengths=dummy_lengths,
-                               channel_names=names, **self.args.estimator_options())
+            compute_advantages(self.args.dara_method, torch.zeros(2, len(names)), [0, 0],
+                               self.args.estimator_options(), lengths=dummy_lengths, channel_names=names)
         except ValueError as error:
             raise ValueError(f"DaraGRPOConfig with reward functions {names}: {error}") from error
         self._dara_gathered_rewards: torch.Tensor | None = None
@@ -246,9 +248,8 @@ class DaraGRPOTrainer(GRPOTrainer):
 
     def dara_step(self, rewards: torch.Tensor, lengths: torch.Tensor | None, num_generations: int) -> BatchAdvantages:
         """Advantages of the gathered batch and their metrics into ``self._metrics`` (same on every process)."""
-        computed = batch_advantages(self.args.dara_method, rewards, num_generations,
-                                    channel_names=self.reward_func_names, lengths=lengths,
-                                    **self.args.estimator_options())
+        computed = batch_advantages(self.args.dara_method, rewards, num_generations, self.args.estimator_options(),
+                                    channel_names=self.reward_func_names, lengths=lengths)
         mode = "train" if self.model.training else "eval"
         for name, value in computed.metrics.items():
             self._metrics[mode][METRIC_PREFIX + name].append(value)

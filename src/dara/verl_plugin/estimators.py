@@ -27,13 +27,14 @@ Metric names avoid "max", "min", "sum" and "total": verl's V1 aggregator reads t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
 import torch
 
-from dara.advantages import DVAO_DENOM_EPS, EPS, METRIC_PREFIX, SIGN_EPS, TAU, W_MAX, compute_advantages
+from dara.advantages import (DVAO_DENOM_EPS, EPS, METRIC_PREFIX, SIGN_EPS, TAU, W_MAX, EstimatorOptions,
+                             compute_advantages)
 from dara.methods import TABLE as METHOD_TABLE
 from dara.methods import get_method
 
@@ -113,6 +114,14 @@ class DaraSettings:
         )
 
 
+    @property
+    def estimator_options(self) -> EstimatorOptions:
+        """The `dara.advantages` options of this section (the method reads its own, `dara.methods`)."""
+        return EstimatorOptions(w_max=self.w_max, tau=self.tau, eps=self.eps, batch_norm=self.batch_norm,
+                                static_weights=self.static_weights, sign_eps=self.gd2po_sign_eps,
+                                dvao_eps=self.dvao_eps, singletons=self.singleton_groups)
+
+
 def _flag(value) -> bool:
     if isinstance(value, bool):
         return value
@@ -160,29 +169,19 @@ def dara_advantages(
         )
     mask = response_mask.to(torch.float32)
     rewards = reward_columns(non_tensor_batch, settings.reward_keys, mask.shape[0])
-    lengths = mask.sum(dim=-1)
-    options = dict(tau=settings.tau, eps=settings.eps, channel_names=list(settings.reward_keys),
-                   singletons=settings.singleton_groups)
+    options = settings.estimator_options
+    options.check_for(method, rewards.shape[1])  # an option of another method's is refused, also for GRPO's path
+    lengths = mask.sum(dim=-1).detach().cpu() if settings.batch_norm == "token" else None
+    names = list(settings.reward_keys)
     if spec.formula == "grpo":
-        result = compute_advantages("gdpo", rewards, index, batch_norm="none", **options)
+        # the channel diagnostics of the reward columns; the advantage of the summed token rewards
+        result = compute_advantages("gdpo", rewards, index, replace(options.for_method("gdpo"), batch_norm="none"),
+                                    channel_names=names)
         summed = (token_level_rewards * mask).sum(dim=-1, keepdim=True).detach().cpu().to(torch.float64)
-        scalar = compute_advantages("grpo", summed, index, tau=settings.tau, eps=settings.eps,
-                                    singletons=settings.singleton_groups).advantages
-        result = _with_advantages(result, scalar)
+        scalar = compute_advantages("grpo", summed, index, replace(options.for_method("grpo"), batch_norm="none"))
+        result = _with_advantages(result, scalar.advantages)
     else:
-        if spec.needs_static_weights:
-            options["static_weights"] = settings.static_weights
-        if spec.formula != "dvao":
-            options["batch_norm"] = settings.batch_norm
-            if settings.batch_norm == "token":
-                options["lengths"] = lengths.detach().cpu()
-        if spec.is_density_weighted:
-            options["w_max"] = settings.w_max
-        if spec.drops_conflicts:
-            options["sign_eps"] = settings.gd2po_sign_eps
-        if spec.formula == "dvao":
-            options["dvao_eps"] = settings.dvao_eps
-        result = compute_advantages(method, rewards, index, **options)
+        result = compute_advantages(method, rewards, index, options, lengths=lengths, channel_names=names)
     scalar = result.advantages.to(device=mask.device, dtype=torch.float32)
     return scalar.unsqueeze(-1) * mask, result
 
@@ -236,8 +235,6 @@ ESTIMATORS = {VERL_ESTIMATOR_NAMES[method]: make_estimator(method) for method in
 
 
 def _with_advantages(result, advantages: torch.Tensor):
-    from dataclasses import replace
-
     return replace(result, advantages=advantages)
 
 

@@ -15,6 +15,7 @@ still train on its surviving responses).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 import numpy as np
 from verl.trainer.ppo.v1 import replay_buffer as verl_replay_buffer
@@ -27,11 +28,9 @@ PREFIX = f"{METRIC_PREFIX}rollout_prefilter"
 def prefilter_metrics(method: str, settings, rewards: Sequence[Sequence[float]], uids: Sequence[str]) -> dict[str, float]:
     """The estimator's batch metrics on a pool of responses (rows of ``rewards``, grouped by ``uids``), named
     ``dara/rollout_prefilter/...``. No batch normalisation: densities, weights and energies come before it."""
-    result = compute_advantages(
-        method, np.asarray(rewards, dtype=np.float64), np.asarray(list(uids), dtype=object), w_max=settings.w_max,
-        tau=settings.tau, eps=settings.eps, static_weights=settings.static_weights, batch_norm="none",
-        channel_names=settings.reward_keys, sign_eps=settings.gd2po_sign_eps, dvao_eps=settings.dvao_eps,
-        singletons=settings.singleton_groups)
+    result = compute_advantages(method, np.asarray(rewards, dtype=np.float64), np.asarray(list(uids), dtype=object),
+                                replace(settings.estimator_options, batch_norm="none"),
+                                channel_names=settings.reward_keys)
     return {f"{PREFIX}/{name}": float(value) for name, value in result.metrics.items()}
 
 
