@@ -254,3 +254,29 @@ def test_a_paper_setting_restated_or_a_shared_one_verl_cannot_follow_fails():
     experiment["settings"].update(minibatches=2, lr_warmup_updates=4)
     with pytest.raises(ExperimentError, match=r"lr_warmup_updates=4 counts updates"):
         run_matrix(experiment)
+
+
+@pytest.mark.parametrize("scale", ["tiny", "smoke", "verl_cpu", "paper"])
+def test_every_run_survives_its_serialisation_whole(scale):
+    """What a job receives (`Run.to_json`) is the run the workflow resolved: fields, settings and folders."""
+    from dara.runs import Run
+
+    for run in run_matrix(load_experiment(scale)):
+        again = Run.from_json(run.to_json())
+        assert again == run and again.settings == run.settings and again.targets == run.targets
+        assert (again.run_dir, again.eval_files, again.primary) == (run.run_dir, run.eval_files, run.primary)
+        assert again.to_json() == run.to_json()
+
+
+def test_a_malformed_serialised_run_fails_naming_the_problem():
+    import json
+
+    from dara.runs import Run
+
+    text = run_matrix(load_experiment("smoke"))[0].to_json()
+    with pytest.raises(ValueError, match="must be a JSON object"):
+        Run.from_json("results/smoke/runs/toolcall/grpo/G4/seed0")
+    with pytest.raises(ValueError, match=r"unknown fields \['colour'\], missing fields \['seed'\]"):
+        data = json.loads(text)
+        del data["seed"]
+        Run.from_json(json.dumps({**data, "colour": "red"}))

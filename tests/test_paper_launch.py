@@ -19,7 +19,7 @@ paper_runs = run_matrix
 
 def load_paper_experiment(path=None):
     experiment = load_experiment(path or "paper")
-    check_verl_version(experiment)
+    check_verl_version(experiment["settings"]["paper"]["verl_version"])
     return experiment
 
 

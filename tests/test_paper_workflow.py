@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from dara.experiments import load_experiment
+from dara.runs import Run, find_run
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
@@ -64,8 +68,14 @@ def test_gpu_resources_come_from_the_runs_model(plan):
     tool = next(b for b in blocks if "toolcall-qwen2.5-3b/grpo/G4/seed1/metrics.parquet" in b.split("\n")[2])
     assert resources_of(tool) >= {"gres=gpu:a100_40gb:4", "nodes=1", "runtime=420",
                                   "cpus_per_task=64", "mem_mb=480000"}
-    assert ("profiles/slurm/ray_job.sh python -m dara.verl_backend.launch train --experiment paper --run-dir "
-            "results/paper/runs/toolcall-qwen2.5-3b/grpo/G4/seed1") in tool
+    # the job gets its run resolved (dara.runs.Run.to_json), not a folder to look up again
+    command = next(line for line in tool.splitlines() if "dara.verl_backend.launch train" in line)
+    words = shlex.split(command[command.index("profiles/slurm/ray_job.sh"):])
+    assert words[:7] == ["profiles/slurm/ray_job.sh", "python", "-m", "dara.verl_backend.launch", "train", "--run",
+                         words[6]]
+    run = Run.from_json(words[6])
+    assert run.run_dir == "results/paper/runs/toolcall-qwen2.5-3b/grpo/G4/seed1"
+    assert run.settings == find_run(load_experiment("paper"), "toolcall-qwen2.5-3b", "grpo", 4, 1).settings
 
 
 def test_a_target_plans_only_its_runs():

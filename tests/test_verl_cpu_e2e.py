@@ -45,8 +45,12 @@ def setup(tmp_path_factory):
 
 def _launch(base: Path, experiment: Path, steps: int | None = None) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
-    command = [sys.executable, "-m", "dara.verl_backend.launch", "train", "--experiment", str(experiment),
-               "--run-dir", RUN_DIR]
+    from dara.experiments import load_experiment
+    from dara.runs import find_run_by_dir
+
+    # as the workflow's job runs it: the run resolved (tests/cluster/test_ray_job.py types --run-dir instead)
+    run = find_run_by_dir(load_experiment(experiment), RUN_DIR)
+    command = [sys.executable, "-m", "dara.verl_backend.launch", "train", "--run", run.to_json()]
     return subprocess.Popen(command, env=env, cwd=base, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
 

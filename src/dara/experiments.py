@@ -261,14 +261,16 @@ def paper_settings(experiment: dict[str, Any], target: str, model: str) -> dict[
     """The merged ``paper`` block of a verl run: global -> task (after ``inherit``) -> model -> target.
 
     Holds ``verl`` (Hydra overrides by dotted key), the task's data and reward keys, the model's ``hf_id``,
-    ``resources`` and ``env``, and the study-wide ``logger``, ``wandb_project``, ``data_dir`` and ``device``.
+    ``resources`` and ``env``, and the study-wide ``verl_version``, ``logger``, ``wandb_project``, ``data_dir`` and
+    ``device``.
     """
     paper = experiment["settings"]["paper"]
     block = experiment["targets"][target]
     merged = _deep_merge({"verl": paper.get("verl", {})}, _task_paper(experiment, block["task"]))
     merged = _deep_merge(merged, paper["models"][model])
     merged = _deep_merge(merged, block.get("settings", {}).get("paper", {}))
-    merged.update({key: paper[key] for key in ("logger", "wandb_project", "data_dir", "device") if key in paper})
+    merged.update({key: paper[key] for key in ("verl_version", "logger", "wandb_project", "data_dir", "device")
+                   if key in paper})
     return merged
 
 

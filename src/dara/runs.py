@@ -15,12 +15,18 @@ analysis all ask this module; none of them writes a path pattern of its own.
     runs = run_matrix(load_experiment("tiny"))           # every distinct run of every target
     run = find_run(experiment, "toolcall", "dara_sym", 8, 0)
     run.run_dir, run.metrics, run.checkpoint_steps, run.eval_files, run.settings
+
+A job receives its runs resolved: the workflow passes each as ``--run '<Run.to_json()>'`` and the job rebuilds it
+with `Run.from_json`, reading no experiment file and parsing no path. ``--experiment X --run-dir <folder>`` stays for
+commands typed by hand (`add_run_arguments`, `runs_from_arguments`): the folder is looked up in X's run matrix.
 """
 
 from __future__ import annotations
 
+import argparse
 import copy
 import dataclasses
+import json
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -28,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dara.experiments import ExperimentError, run_settings, target_backend, verl_run_settings
+from dara.experiments import ExperimentError, load_experiment, run_settings, target_backend, verl_run_settings
 
 RESULTS = "results"
 # The two folder patterns of a run; `Run` fills them in, `folder_patterns` gives them with Snakemake wildcards.
@@ -120,6 +126,28 @@ class Run:
     def eval_files(self) -> list[str]:
         return [self.eval_file(step) for step in self.checkpoint_steps]
 
+    # --- what a job receives
+    def to_json(self) -> str:
+        """The whole run, settings included, as one JSON object (keys sorted: the same run, the same text)."""
+        return json.dumps({f.name: getattr(self, f.name) for f in dataclasses.fields(self)}, sort_keys=True,
+                          allow_nan=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Run":
+        """The run `to_json` wrote; a ValueError naming what is missing, unknown or malformed."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"a serialised run must be a JSON object (Run.to_json): {error}") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"a serialised run must be a JSON object (Run.to_json), got {type(data).__name__}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown, missing = sorted(set(data) - names), sorted(names - set(data))
+        if unknown or missing:
+            raise ValueError(f"serialised run: unknown fields {unknown}, missing fields {missing} (Run.to_json "
+                             f"writes {sorted(names)})")
+        return cls(**{**data, "targets": tuple(data["targets"])})
+
 
 def folder_patterns(scale: str) -> dict[str, str]:
     """Run and evaluation folders of a scale's own backend with Snakemake wildcards {task}, {method},
@@ -154,6 +182,17 @@ def policy_dir(scale: str, task: str) -> str:
 # The last four folders of a run or evaluation folder name the run; the analysis reads runs by them.
 RUN_TAIL = r"(?P<task_dir>[^/]+)/(?P<method>[^/]+)/G(?P<group_size>\d+)/seed(?P<seed>\d+)$"
 _RUN_DIR = re.compile(r"(?:^|/)results/(?P<scale>[^/]+)/(?:(?P<backend>[^/]+)/)?(?:runs|eval)/" + RUN_TAIL)
+_TAIL = re.compile(RUN_TAIL)
+
+
+def run_tail(path: str | Path) -> dict[str, Any]:
+    """A run's coordinates from the last four folders of its run or evaluation folder (``<task_dir>/<method>/G<G>/
+    seed<seed>``, wherever the tree lies): task_dir, method, group_size, seed. The inverse of `Run.run_dir`'s tail,
+    which is how the analysis keys what it reads (a file moved elsewhere cannot be mislabelled silently)."""
+    match = _TAIL.search(Path(path).as_posix().rstrip("/"))
+    if match is None:
+        raise ValueError(f"{path} does not end in <task>/<method>/G<G>/seed<seed>")
+    return {**match.groupdict(), "group_size": int(match["group_size"]), "seed": int(match["seed"])}
 
 
 def parse_run_dir(path: str | Path) -> dict[str, Any]:
@@ -235,6 +274,28 @@ def find_run_by_dir(experiment: dict[str, Any], run_dir: str | Path) -> Run:
     if not Path(run_dir).as_posix().rstrip("/").endswith(run.run_dir):
         raise ExperimentError(f"{run_dir} is not the folder of run {run.name} ({run.run_dir})")
     return run
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """A job's runs on its command line: ``--run JSON ...`` (the workflow's) or ``--experiment X --run-dir ...``."""
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--run", nargs="+", metavar="JSON", help="resolved runs (dara.runs.Run.to_json), as the "
+                                                               "workflow passes them")
+    which.add_argument("--run-dir", nargs="+", help="run folders (dara.runs layout), looked up in --experiment")
+    parser.add_argument("--experiment", help="with --run-dir: scale name or experiment yaml")
+
+
+def runs_from_arguments(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[Run]:
+    """The runs `add_run_arguments` asked for."""
+    if args.run:
+        try:
+            return [Run.from_json(text) for text in args.run]
+        except ValueError as error:
+            parser.error(str(error))
+    if not args.experiment:
+        parser.error("--run-dir needs --experiment (the scale name or experiment yaml the folders belong to)")
+    experiment = load_experiment(args.experiment)
+    return [find_run_by_dir(experiment, run_dir) for run_dir in args.run_dir]
 
 
 @dataclass(frozen=True)

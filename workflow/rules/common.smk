@@ -1,6 +1,7 @@
 # Shared by every stage: the validated experiment of the chosen scale and its runs. Every path comes from the run
 # layer (dara.runs: run folders, checkpoints, evaluations, policies); no rule writes a path pattern of its own.
 # Stages append the files they contribute at this scale to ALL_OUTPUTS (the input of `rule all`).
+import json
 import os
 import sys
 

@@ -61,12 +61,11 @@ for _job in training_jobs(RUNS):
         priority: len(_job.runs)  # longest first, as training
         threads: 1
         params:
-            experiment=EXPERIMENT_SOURCE,
-            runs=[run.run_dir for run in _job.runs],
-            evaluation=EXPERIMENT["evaluation"],
+            runs=[run.to_json() for run in _job.runs],  # resolved, as the training jobs receive them
+            evaluation=json.dumps(EXPERIMENT["evaluation"], sort_keys=True),
         shell:
-            "OMP_NUM_THREADS={threads} python -m dara.evaluation.tiny --experiment {params.experiment:q}"
-            " --run-dir {params.runs} --warm-start-eval {input.warm_start} > {log} 2>&1"
+            "OMP_NUM_THREADS={threads} python -m dara.evaluation.tiny --run {params.runs:q}"
+            " --evaluation {params.evaluation:q} --warm-start-eval {input.warm_start} > {log} 2>&1"
 
 if any(not on_cpu(job) for job in training_jobs(RUNS) if job.backend == "verl"):
     # verl runs: the rules call `vllm` of the GPU environment (on PATH, or `--config vllm=...`)

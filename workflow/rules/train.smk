@@ -3,8 +3,8 @@
 # more than a tiny run's training; at paper scale each run is its own GPU job. Rule names say what a job trains
 # (`train_toolcall_dara_sym_G8`, `train_toolcall_qwen25_15b_dara_sym_G4_seed0`), and a single run is a file target:
 #   snakemake results/tiny/runs/toolcall/dara_sym/G8/seed0/metrics.parquet   (it trains its job's other seeds too)
-# Every run's resolved settings are the rule's params, so editing a setting in experiments/<scale>.yaml reruns
-# exactly the runs it changes (Snakemake's params rerun trigger); threads are the rules' own, cluster resources come
+# Every run, resolved with its settings, is the rule's params and goes to the job as JSON (dara.runs.Run.to_json), so
+# editing a setting in experiments/<scale>.yaml reruns exactly the runs it changes (Snakemake's params rerun trigger); threads are the rules' own, cluster resources come
 # from the run's model (verl) and profiles/slurm.
 
 if "warm_start" in EXPERIMENT:
@@ -90,13 +90,12 @@ for _job in training_jobs(RUNS):
         resources:
             **training_resources(_job),
         params:
-            experiment=EXPERIMENT_SOURCE,
-            runs=[run.run_dir for run in _job.runs],
-            settings=[run.settings for run in _job.runs],
+            # each run resolved, settings included (dara.runs.Run.to_json): the job reads no experiment file, and
+            # a changed setting changes this text, which reruns the job
+            runs=[run.to_json() for run in _job.runs],
             **TRAIN_COMMANDS["verl_cpu" if on_cpu(_job) else _job.backend],
         shell:
-            "{params.prefix} python -m {params.module} --experiment {params.experiment:q} --run-dir {params.runs}"
-            " > {log} 2>&1"
+            "{params.prefix} python -m {params.module} --run {params.runs:q} > {log} 2>&1"
 
 
 # Targets are defined after the analysis (Snakefile), so that a target trained by another backend brings the

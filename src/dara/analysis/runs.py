@@ -11,37 +11,22 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from dara.runs import RUN_TAIL
+from dara.runs import run_tail
 
 RUN_KEYS = ("task", "method", "G", "seed")
 
-_RUN_PATTERN = re.compile(RUN_TAIL)  # the run layer's folder names (dara.runs)
 _STEP_PATTERN = re.compile(r"step(?P<step>\d+)\.json$")
 
 
-@dataclass(frozen=True, order=True)
-class RunId:
-    task: str
-    method: str
-    G: int
-    seed: int
-
-    def as_dict(self) -> dict:
-        return {"task": self.task, "method": self.method, "G": self.G, "seed": self.seed}
-
-
-def run_id_from_dir(run_dir) -> RunId:
-    """RunId from a directory ending in ``{task}/{method}/G{G}/seed{seed}``."""
-    text = Path(run_dir).as_posix().rstrip("/")
-    match = _RUN_PATTERN.search(text)
-    if match is None:
-        raise ValueError(f"{run_dir} does not end in {{task}}/{{method}}/G{{G}}/seed{{seed}}")
-    return RunId(match["task_dir"], match["method"], int(match["group_size"]), int(match["seed"]))
+def run_keys(run_dir) -> dict:
+    """The analysis keys (task, method, G, seed) of a folder ending in ``{task}/{method}/G{G}/seed{seed}``
+    (`dara.runs.run_tail`: the run layer's own folder names)."""
+    tail = run_tail(run_dir)
+    return {"task": tail["task_dir"], "method": tail["method"], "G": tail["group_size"], "seed": tail["seed"]}
 
 
 def load_metrics(paths: Iterable) -> pd.DataFrame:
@@ -52,14 +37,14 @@ def load_metrics(paths: Iterable) -> pd.DataFrame:
     frames = []
     for path in paths:
         path = Path(path)
-        run = run_id_from_dir(path.parent)
+        run = run_keys(path.parent)
         frame = pd.read_parquet(path)
         if "step" not in frame.columns:
             raise ValueError(f"{path} has no 'step' column")
         if frame["step"].duplicated().any():
             raise ValueError(f"{path} repeats steps {sorted(frame.loc[frame['step'].duplicated(), 'step'].unique())}")
         frame = frame.sort_values("step").reset_index(drop=True)
-        for key, value in reversed(run.as_dict().items()):
+        for key, value in reversed(run.items()):
             frame.insert(0, key, value)
         frames.append(frame)
     if not frames:
@@ -84,7 +69,7 @@ def load_evaluations(paths: Iterable) -> pd.DataFrame:
         record = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(record, dict):
             raise ValueError(f"{path} does not hold a JSON object")
-        row = {**run_id_from_dir(path.parent).as_dict(), "step": int(match["step"])}
+        row = {**run_keys(path.parent), "step": int(match["step"])}
         _check_identity(path, record, row)
         row.update(_flatten_numbers({k: v for k, v in record.items() if k not in _IDENTITY_FIELDS}))
         rows.append(row)

@@ -323,27 +323,36 @@ def _generate_run(run: RunToEvaluate, case_prefix: str, heldout_items: int, samp
 
 def main(argv: Sequence[str] | None = None) -> None:
     from dara.experiments import load_experiment, warm_start_settings
-    from dara.runs import find_run_by_dir, policy_dir
+    from dara.runs import policy_dir, runs_from_arguments
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--experiment", required=True, help="scale name (tiny, smoke) or path to an experiment yaml")
     which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--run-dir", nargs="+", help="training run folders (dara.runs layout)")
-    which.add_argument("--warm-start", metavar="TASK", help="evaluate the task's warm-start policy instead")
+    which.add_argument("--run", nargs="+", metavar="JSON",
+                       help="resolved training runs (dara.runs.Run.to_json), as the workflow passes them")
+    which.add_argument("--run-dir", nargs="+", help="training run folders (dara.runs layout), found in --experiment")
+    which.add_argument("--warm-start", metavar="TASK", help="evaluate --experiment's warm-start policy of TASK")
+    parser.add_argument("--experiment", help="scale name (tiny, smoke) or experiment yaml: with --run-dir or "
+                                             "--warm-start, and the evaluation settings unless --evaluation gives them")
+    parser.add_argument("--evaluation", help="the experiment's evaluation settings as JSON (the workflow's)")
     parser.add_argument("--warm-start-eval", type=Path, nargs="*", default=[],
                         help="warm-start evaluations (written by --warm-start) to copy into matching step-0 files")
     parser.add_argument("--bfcl-python", type=Path, default=None, help="python of the bfcl environment")
     args = parser.parse_args(argv)
-    experiment = load_experiment(args.experiment)
+    if args.experiment is None and (args.warm_start or args.evaluation is None):
+        parser.error("--experiment is needed with --warm-start, and where --evaluation does not give the settings")
+    experiment = load_experiment(args.experiment) if args.experiment else None
+    try:
+        evaluation = json.loads(args.evaluation) if args.evaluation else experiment["evaluation"]
+    except json.JSONDecodeError as error:
+        parser.error(f"--evaluation must be the evaluation settings as a JSON object: {error}")
     if args.warm_start:
         settings = warm_start_settings(experiment, args.warm_start)
         to_evaluate = [RunToEvaluate.warm_start(policy_dir(experiment["scale"], args.warm_start), args.warm_start,
                                                 settings["task_options"], settings["max_new_tokens"],
                                                 settings["seed"])]
     else:
-        to_evaluate = [RunToEvaluate.from_run(find_run_by_dir(experiment, run_dir)) for run_dir in args.run_dir]
-    evaluate_runs(to_evaluate, bfcl_python=args.bfcl_python, warm_start_evals=args.warm_start_eval,
-                  **experiment["evaluation"])
+        to_evaluate = [RunToEvaluate.from_run(run) for run in runs_from_arguments(args, parser)]
+    evaluate_runs(to_evaluate, bfcl_python=args.bfcl_python, warm_start_evals=args.warm_start_eval, **evaluation)
 
 
 if __name__ == "__main__":

@@ -340,27 +340,25 @@ def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported la
 
 
 def train_from_command_line(description: str, argv, backend: str, train_run) -> None:
-    """The command line of every CPU trainer: ``--experiment``, ``--run-dir`` (one or more run folders of
-    ``backend``'s runs, found in the run layer), ``--policy``, ``--no-progress``; trains each run with
-    ``train_run(TrainArgs)``, one after the other."""
-    from dara.experiments import load_experiment
-    from dara.runs import find_run_by_dir
+    """The command line of every CPU trainer: the runs (``--run JSON ...`` as the workflow passes them, or
+    ``--experiment X --run-dir ...``; `dara.runs.add_run_arguments`), ``--policy``, ``--no-progress``; trains each
+    run of ``backend`` with ``train_run(TrainArgs)``, one after the other, into its folder (under the working
+    directory, or the ``--run-dir`` given)."""
+    from dara.runs import add_run_arguments, runs_from_arguments
 
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--experiment", required=True, help="scale name (tiny, smoke) or path to an experiment yaml")
-    parser.add_argument("--run-dir", nargs="+", required=True,
-                        help="run folders (dara.runs layout); each names its task, method, G and seed")
+    add_run_arguments(parser)
     parser.add_argument("--policy", default=None, help="warm-start folder (default: the run's, dara.runs.policy_dir)")
     parser.add_argument("--no-progress", action="store_true")
     cli = parser.parse_args(argv)
-    experiment = load_experiment(cli.experiment)
-    runs = [find_run_by_dir(experiment, run_dir) for run_dir in cli.run_dir]
-    for run, run_dir in zip(runs, cli.run_dir):
+    runs = runs_from_arguments(cli, parser)
+    for run in runs:
         if run.backend != backend:
-            parser.error(f"{run_dir} is a run of the {run.backend!r} backend, not of {backend!r}")
-    for run, run_dir in zip(runs, cli.run_dir):
+            parser.error(f"{run.run_dir} is a run of the {run.backend!r} backend, not of {backend!r}")
+    folders = cli.run_dir or [run.run_dir for run in runs]  # a folder typed by hand may have a prefix
+    for run, folder in zip(runs, folders):
         args = TrainArgs.from_run(run, policy=cli.policy, progress=not cli.no_progress)
-        train_run(dataclasses.replace(args, out=str(run_dir)))
+        train_run(dataclasses.replace(args, out=str(folder)))
 
 
 def main(argv: list[str] | None = None) -> None:

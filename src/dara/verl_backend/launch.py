@@ -41,9 +41,10 @@ class LaunchError(ValueError):
     """A verl run that cannot be launched as its settings say."""
 
 
-def check_verl_version(experiment: dict[str, Any]) -> None:
-    """The experiment must name the verl release the plugin is written for."""
-    wanted = str(experiment["settings"]["paper"]["verl_version"])
+def check_verl_version(wanted: str) -> None:
+    """A verl experiment (its ``settings.paper.verl_version``) must name the verl release the plugin is written
+    for."""
+    wanted = str(wanted)
     if wanted != VERL_VERSION:
         raise LaunchError(f"settings/paper/verl_version is {wanted!r}; this plugin is written for verl {VERL_VERSION}")
 
@@ -241,23 +242,37 @@ def train(run: Run, base: str | Path = REPO_ROOT, data_dir: str | Path | None = 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("action", choices=["list", "command", "train"])
-    parser.add_argument("--experiment", default="paper", help="scale name or experiment yaml (default: paper)")
+    parser.add_argument("--experiment", default=None, help="scale name or experiment yaml (list: default paper; "
+                                                           "with --run-dir: the experiment the folder belongs to)")
     parser.add_argument("--target", default=None, help="list: only this target's runs")
+    parser.add_argument("--run", default=None, metavar="JSON",
+                        help="command / train: the resolved run (dara.runs.Run.to_json), as the workflow passes it")
     parser.add_argument("--run-dir", help="command / train: the run's folder (dara.runs layout), relative to the "
                                           "working directory (the repository root in the workflow)")
     parser.add_argument("--data-dir", default=None, help="prepared datasets (default: settings.paper.data_dir)")
     args = parser.parse_args(argv)
-    experiment = load_experiment(args.experiment)
-    if experiment["backend"] != "verl":
-        parser.error(f"experiment {args.experiment!r} is not a verl experiment (backend {experiment['backend']!r})")
-    check_verl_version(experiment)
+    if args.action == "list" or args.run_dir:
+        experiment = load_experiment(args.experiment or "paper")
+        if experiment["backend"] != "verl":
+            parser.error(f"experiment {args.experiment!r} is not a verl experiment (backend "
+                         f"{experiment['backend']!r})")
+        check_verl_version(experiment["settings"]["paper"]["verl_version"])
     if args.action == "list":
         for run in run_matrix(experiment, args.target):
             print(run.run_dir)
         return
-    if args.run_dir is None:
-        parser.error(f"{args.action} needs --run-dir")
-    run = find_run_by_dir(experiment, args.run_dir)
+    if (args.run is None) == (args.run_dir is None):
+        parser.error(f"{args.action} needs --run or --run-dir (with --experiment), not both")
+    if args.run is not None:
+        try:
+            run = Run.from_json(args.run)
+        except ValueError as error:
+            parser.error(str(error))
+        if run.backend != "verl":
+            parser.error(f"{run.run_dir} is a run of the {run.backend!r} backend, not verl's")
+        check_verl_version(run.settings["verl_version"])
+    else:
+        run = find_run_by_dir(experiment, args.run_dir)
     if args.action == "command":
         run_dir = Path.cwd() / run.run_dir
         env = run_environment(run, run_dir / "verl_logs" / "attempt1.jsonl")
