@@ -47,7 +47,7 @@ def summary_table(runs: pd.DataFrame, backends: list[str]) -> pd.DataFrame:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", required=True)
+    parser.add_argument("--scale", required=True, help="scale name or experiment yaml")
     parser.add_argument("--config", default="analysis/config.yaml")
     parser.add_argument("--own-backend", required=True, help="the scale's own backend (runs without a backend folder)")
     parser.add_argument("--metrics", nargs="+", required=True, help="metrics.parquet of both backends' runs")
@@ -78,7 +78,7 @@ def main(argv=None):
     write_csv_atomic(out / "tables" / "backends.csv", runs)
     table = summary_table(runs, backends)
     write_text_atomic(out / "tables" / "backends.md",
-               f"# The same runs through {' and '.join(backends)} ({args.scale} scale)\n\n"
+               f"# The same runs through {' and '.join(backends)} ({config['scale']} scale)\n\n"
                "First step the batch mean of the reward reaches the threshold (median over seeds; a seed that never "
                "reaches it counts as later than any step) and the reward's last-step value (median over seeds).\n\n"
                + table.to_markdown(index=False) + "\n")
@@ -98,7 +98,7 @@ def main(argv=None):
                        legend=False)
     # every panel draws the same methods and backends: one legend, beside the panels rather than over the curves
     axes[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
-    figure.suptitle(f"The same runs through {' (solid) and '.join(backends)} (dashed){figures.scale_note(args.scale)}")
+    figure.suptitle(f"The same runs through {' (solid) and '.join(backends)} (dashed){figures.scale_note(config)}")
     figure.tight_layout()
     figures.save_figure(figure, out / "figures" / "backends")
 

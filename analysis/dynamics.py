@@ -12,7 +12,7 @@ from dara.analysis.runs import density_column, density_label, reward_names
 from dara.analysis.tables import main_group_size
 
 
-def draw_task(metrics, task: str, scale: str):
+def draw_task(metrics, task: str, config: dict):
     group_size = main_group_size(metrics)
     # columns of other tasks' rewards are empty for this task's runs (the frame holds every task's runs)
     metrics = metrics[metrics["G"] == group_size].dropna(axis="columns", how="all")
@@ -29,7 +29,7 @@ def draw_task(metrics, task: str, scale: str):
         figures.finish(density_ax, "training step", f"{density_label(density)} (fraction of active groups)",
                        f"{reward}: density", legend=False)
     figures.method_legend(figure, metrics["method"].unique(), loc="center left", bbox_to_anchor=(1.0, 0.5))
-    figure.suptitle(f"{task}, G={group_size}: median and IQR over seeds{figures.scale_note(scale)}")
+    figure.suptitle(f"{task}, G={group_size}: median and IQR over seeds{figures.scale_note(config)}")
     figure.tight_layout()
     return figure
 
@@ -39,7 +39,7 @@ def main(argv=None):
     if inputs.metrics is None:
         raise SystemExit("dynamics needs --metrics")
     for task in sorted(inputs.metrics["task"].unique()):
-        figure = draw_task(inputs.task_metrics(task), task, inputs.scale)
+        figure = draw_task(inputs.task_metrics(task), task, inputs.config)
         save_figure(figure, inputs.figures / f"dynamics_{task}")
         figures.close(figure)
 

@@ -41,7 +41,7 @@ def main(argv=None):
             plotted.append(seed_band(metrics, column).assign(task=task, G=group_size, quantity=column))
     methods = {method for _, metrics in panels for method in metrics["method"].unique()}
     figures.method_legend(figure, methods, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    figure.suptitle(f"Format reward and its density{figures.scale_note(inputs.scale)}")
+    figure.suptitle(f"Format reward and its density{figures.scale_note(inputs.config)}")
     figure.tight_layout()
     save_figure(figure, inputs.figures / "fig1b")
     write_csv_atomic(inputs.figures / "fig1b.csv", pd.concat(plotted, ignore_index=True))

@@ -29,7 +29,7 @@ def main(argv=None):
         figures.finish(ax, "training step (checkpoint)", f"held-out {name.replace('_', ' ')} (%)", name,
                        legend=ax is axes[-1])
     figure.suptitle(f"{task} (G={group_size}): checkpoint-wise held-out scores, mean ± SD over seeds"
-                    f"{figures.scale_note(inputs.scale)}")
+                    f"{figures.scale_note(inputs.config)}")
     figure.tight_layout()
     save_figure(figure, inputs.figures / "fig2")
     write_csv_atomic(inputs.figures / "fig2.csv", scores)

@@ -43,7 +43,7 @@ def main(argv=None):
         figures.finish(ax, "training step", f"{reward} {density_label(density)}", f"G = {group_size}", legend=False)
     figures.method_legend(figure, metrics["method"].unique(), loc="center left", bbox_to_anchor=(1.0, 0.5))
     figure.suptitle(f"{task}: density of {reward} across group sizes; markers: median step {reward} ≥ {threshold} "
-                    f"(open: not reached){figures.scale_note(inputs.scale)}")
+                    f"(open: not reached){figures.scale_note(inputs.config)}")
     figure.tight_layout()
     save_figure(figure, inputs.figures / "fig3")
     write_csv_atomic(inputs.figures / "fig3.csv", records)

@@ -32,7 +32,7 @@ def main(argv=None):
     for ax, (column, ylabel) in zip(axes, panels):
         figures.plot_seed_bands(ax, metrics, column)
         figures.finish(ax, "training step", ylabel, column, legend=ax is axes[-1])
-    figure.suptitle(f"{task} (G={group_size}): reward dynamics, median and IQR{figures.scale_note(inputs.scale)}")
+    figure.suptitle(f"{task} (G={group_size}): reward dynamics, median and IQR{figures.scale_note(inputs.config)}")
     figure.tight_layout()
     save_figure(figure, inputs.figures / "fig4")
     write_csv_atomic(inputs.figures / "fig4.csv",

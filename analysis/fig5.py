@@ -58,7 +58,7 @@ def main(argv=None):
         span = f"window {window}, confirmed over {future} steps"
     figures.finish(ax, f"{stable['reward']} reward threshold (fraction of responses)",
                    "first stable crossing step", f"{task} (G={group_size}), {span}")
-    figure.suptitle(f"Stricter length thresholds; open: not confirmed by the last step{figures.scale_note(inputs.scale)}")
+    figure.suptitle(f"Stricter length thresholds; open: not confirmed by the last step{figures.scale_note(inputs.config)}")
     figure.tight_layout()
     save_figure(figure, inputs.figures / "fig5")
     figures.close(figure)

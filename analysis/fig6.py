@@ -30,7 +30,7 @@ def main(argv=None):
         figures.plot_checkpoint_means(ax, scores, name)
         figures.finish(ax, "training step (checkpoint)", labels[name], titles[name], legend=ax is axes[-1])
     figure.suptitle(f"{task} (G={group_size}): checkpoint-wise held-out math, mean ± SD over seeds"
-                    f"{figures.scale_note(inputs.scale)}")
+                    f"{figures.scale_note(inputs.config)}")
     figure.tight_layout()
     save_figure(figure, inputs.figures / "fig6")
     write_csv_atomic(inputs.figures / "fig6.csv", scores)

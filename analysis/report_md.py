@@ -60,7 +60,7 @@ def main(argv=None):
     survival = _read(tables / "survival.csv")
     stable = _read(inputs.figures / "fig5.csv")
     toy = _read(tables / "toy.csv")
-    caveat = ("" if scale == "paper" else
+    caveat = ("" if inputs.config["paper_setting"] else
               f"At {scale} scale our numbers come from the tiny CPU tasks and policies, not the paper's models and "
               "benchmarks: the `difference` column is a reading aid, not a replication test. ")
 

@@ -104,7 +104,7 @@ def main(argv=None):
                    f"effect vs {palette.label(BASELINE)}: 95 % bootstrap CI,\nlog-rank p at right", legend=False)
     figures.method_legend(figure, methods, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(methods))
     figure.suptitle(f"{task} (G={group_size}): steps until {reward} first reaches {threshold}"
-                    f"{figures.scale_note(inputs.scale)}")
+                    f"{figures.scale_note(inputs.config)}")
     figure.tight_layout()
     save_figure(figure, inputs.figures / "survival")
     figures.close(figure)

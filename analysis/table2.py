@@ -41,7 +41,7 @@ def main(argv=None):
     lines = [f"# Table 2 ({inputs.scale} scale): two rewards ({two}) vs three ({three}), G={group_size}, held-out %, "
              "final checkpoint", "",
              pivot_mean_sd(summary, ["method"], order).to_markdown(index=False), ""]
-    if inputs.scale != "paper":
+    if not inputs.config["paper_setting"]:
         lines += ["Tiny analogue: the third reward asks for a think block of at most 4 words (paper: 16); "
                   f"'average_length' is its held-out mean. No Multi-Turn split at this scale.", ""]
     write_text_atomic(inputs.tables / "table2.md", "\n".join(lines))

@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from dara.analysis import figures, palette
+from dara.analysis.config import load_analysis_config
 from dara.analysis.figures import save_figure
 from dara.io import write_csv_atomic
 from dara.analysis.mechanism_toy import steps_to_threshold
@@ -17,17 +18,18 @@ from dara.analysis.mechanism_toy import steps_to_threshold
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", required=True, choices=("smoke", "tiny", "verl_cpu", "paper"))
-    parser.add_argument("--seeds", type=int, default=None, help="default: 1 at smoke scale, else 3")
+    parser.add_argument("--scale", required=True, help="scale name or experiment yaml (its analysis block applies)")
+    parser.add_argument("--config", default="analysis/config.yaml")
+    parser.add_argument("--seeds", type=int, default=None, help="default: the config's toy.seeds")
     parser.add_argument("--out-dir", required=True)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     out = Path(args.out_dir)
-    # smoke checks the code path in seconds (runs censored at step 60); its numbers mean nothing
-    smoke = args.scale == "smoke"
-    seeds = args.seeds or (1 if smoke else 3)
-    group_sizes = (8, 16) if smoke else (4, 8, 16, 32)
-    runs = steps_to_threshold(group_sizes=group_sizes, seeds=range(seeds), **({"max_steps": 60} if smoke else {}))
+    toy = load_analysis_config(args.config, args.scale)["toy"]  # smoke shrinks it to check the code path
+    seeds = args.seeds or toy["seeds"]
+    group_sizes = tuple(toy["group_sizes"])
+    steps = {} if toy["max_steps"] is None else {"max_steps": toy["max_steps"]}
+    runs = steps_to_threshold(group_sizes=group_sizes, seeds=range(seeds), **steps)
     write_csv_atomic(out / "tables" / "toy.csv", runs)
 
     figure, axes = figures.new_figure(1, width_per_panel=4.2, height=3.0)

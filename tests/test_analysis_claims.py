@@ -133,3 +133,26 @@ def test_headline_claims_use_the_config_margin_and_the_step0_base(tmp_path):
     assert exceed.verdict == "not informative" and "base 70.00" in exceed.ours
     accuracy_4a = found["DARA-Asym's held-out accuracy is not lower than Static-Asym's"]
     assert accuracy_4a.verdict == "not informative"  # 20 and 14 are both more than 5 below the base's 30
+
+
+def test_a_scales_analysis_block_is_merged_over_the_config_and_validated(tmp_path):
+    """What differs at one scale lives in its experiment file: merged key by key, checked by the analysis schema."""
+    import yaml
+
+    from dara.analysis.figures import scale_note
+
+    paper, tiny = (load_analysis_config(REPO / "analysis/config.yaml", s) for s in ("paper", "tiny"))
+    assert paper["evaluation_metrics"]["tool"]["live_accuracy"] == "metrics/live_accuracy"
+    assert "live_accuracy" not in tiny["evaluation_metrics"]["tool"]
+    assert tiny["stable_crossing"]["window_fraction"] == 0.15 and "window_fraction" not in paper["stable_crossing"]
+    assert tiny["stable_crossing"]["thresholds"] == paper["stable_crossing"]["thresholds"]  # the rest study-wide
+    assert load_analysis_config(REPO / "analysis/config.yaml", "smoke")["toy"]["seeds"] == 1
+    # the paper's setting needs no caveat; verl on CPU is not the paper's setting
+    assert scale_note(paper) == "" and "verl_cpu scale" in scale_note(
+        load_analysis_config(REPO / "analysis/config.yaml", "verl_cpu"))
+    experiment = yaml.safe_load((REPO / "experiments" / "tiny.yaml").read_text())
+    experiment["analysis"] = {"stable_crossing": {"windw_fraction": 0.2}}
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(experiment))
+    with pytest.raises(ValueError, match=r"analysis block of experiment 'tiny': stable_crossing: .*'windw_fraction'"):
+        load_analysis_config(REPO / "analysis/config.yaml", path)

@@ -39,7 +39,7 @@ ALLOWED = {
                           "dara.tasks", "dara.verl_plugin"},
     "dara.evaluation": {"dara.experiments", "dara.io", "dara.provenance", "dara.rewards", "dara.runs", "dara.tasks",
                         "dara.tiny"},
-    "dara.analysis": {"dara.advantages", "dara.io", "dara.methods", "dara.runs"},
+    "dara.analysis": {"dara.advantages", "dara.experiments", "dara.io", "dara.methods", "dara.runs"},
 }
 
 

@@ -96,7 +96,7 @@ def test_two_steps_then_kill_and_resume(setup):
     # finish: it must continue from verl's last checkpoint (step 3, or 2 if the kill came before that save), not
     # start over.
     config = yaml.safe_load(experiment.read_text())
-    config["tasks"]["toolcall"]["settings"]["paper"]["steps"] = 5
+    config["settings"]["steps"] = 5  # the shared setting, as verl_cpu.yaml states it
     experiment.write_text(yaml.safe_dump(config))
     process = _launch(base, experiment)
     second_attempt = run_dir / "verl_logs" / "attempt2.jsonl"

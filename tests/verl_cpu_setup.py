@@ -36,12 +36,13 @@ def two_step_experiment(base: Path) -> Path:
                                               "runtime_minutes": 10}}}
     paper["primary_models"] = {"toolcall": "tiny"}
     paper["target_models"] = {"toolcall": ["tiny"]}
-    paper["verl"].update({"trainer.save_freq": 1, "trainer.test_freq": -1,
+    paper["verl"].update({"trainer.test_freq": -1,
                           # verl's rollout dump (one JSONL per step), which `dara diagnose` reads below
                           "trainer.rollout_data_dir": str(base / "rollouts")})
     del experiment["tasks"]["math_length"]
     experiment["targets"] = {"toolcall": experiment["targets"]["toolcall"]}  # verl only: no tiny-trainer twins
-    experiment["tasks"]["toolcall"]["settings"]["paper"].update(steps=2, responses_per_step=8, mini_batch_responses=8)
+    # in the shared settings' words, as verl_cpu.yaml states them (verl's save_freq 1, mini_batch_responses 8)
+    experiment["settings"].update(steps=2, responses_per_step=8, minibatches=1, eval_every=1)
     paper["verl"].update({f"actor_rollout_ref.{key}_micro_batch_size_per_gpu": 8
                           for key in ("actor.ppo", "rollout.log_prob", "ref.log_prob")})
     experiment["targets"]["toolcall"]["methods"] = ["dara_asym"]

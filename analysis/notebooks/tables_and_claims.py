@@ -40,7 +40,8 @@ RESULTS = REPO / os.environ.get("DARA_RESULTS", "results/tiny")
 SCALE = RESULTS.name
 REFERENCE = REPO / os.environ.get("DARA_REFERENCE", "analysis/reference")
 # The evaluation keys of the tables (analysis/config.yaml evaluation_metrics), so the figure shows what they show.
-TOOL_METRICS = load_analysis_config(REPO / "analysis/config.yaml", SCALE)["evaluation_metrics"]["tool"]
+CONFIG = load_analysis_config(REPO / "analysis/config.yaml", SCALE)  # with the scale's own analysis block
+TOOL_METRICS = CONFIG["evaluation_metrics"]["tool"]
 evaluations = load_evaluations(sorted(RESULTS.glob("eval/*/*/G*/seed*/step*.json")))
 metrics = load_metrics(sorted(RESULTS.glob("runs/*/*/G*/seed*/metrics.parquet")))
 
@@ -59,7 +60,7 @@ for ax, (column, label) in zip(axes, [(TOOL_METRICS["average_accuracy"], "held-o
                                       (TOOL_METRICS["average_format"], "held-out format (%)")]):
     figures.plot_checkpoint_means(ax, tool, column)
     figures.finish(ax, "training step (checkpoint)", label, legend=ax is axes[-1])
-figure.suptitle(f"toolcall: checkpoint-wise held-out scores{figures.scale_note(SCALE)}")
+figure.suptitle(f"toolcall: checkpoint-wise held-out scores{figures.scale_note(CONFIG)}")
 figure.tight_layout()
 
 # %% [markdown]

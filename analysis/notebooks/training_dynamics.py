@@ -26,6 +26,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from dara.analysis import figures
+from dara.analysis.config import load_analysis_config
 from dara.analysis.runs import load_metrics, reward_names
 from dara.analysis.tables import crossing_records, crossing_summary, main_group_size
 
@@ -34,6 +35,7 @@ from dara.analysis.tables import crossing_records, crossing_summary, main_group_
 REPO = next(folder for folder in (Path.cwd(), *Path.cwd().parents) if (folder / "Snakefile").is_file())
 RESULTS = REPO / os.environ.get("DARA_RESULTS", "results/tiny")
 SCALE = RESULTS.name
+CONFIG = load_analysis_config(REPO / "analysis/config.yaml", SCALE)  # with the scale's own analysis block
 metrics = load_metrics(sorted(RESULTS.glob("runs/*/*/G*/seed*/metrics.parquet")))
 runs = metrics[["task", "method", "G", "seed"]].drop_duplicates()
 runs.groupby(["task", "G"]).size().rename("runs").to_frame()
@@ -56,7 +58,7 @@ figures.plot_seed_bands(axes[1], tool, "density/format")
 figures.finish(axes[1], "training step", "format density π", "density", legend=False)
 figures.plot_seed_bands(axes[2], tool, "weight/format")
 figures.finish(axes[2], "training step", "weight on format", "channel weight (1 = GDPO)")
-figure.suptitle(f"toolcall: format reward, its density and its weight{figures.scale_note(SCALE)}")
+figure.suptitle(f"toolcall: format reward, its density and its weight{figures.scale_note(CONFIG)}")
 figure.tight_layout()
 
 # %% [markdown]
@@ -73,7 +75,7 @@ for task in sorted(metrics["task"].unique()):
     for ax, name in zip(axes, names):
         figures.plot_seed_bands(ax, rows, f"density/{name}")
         figures.finish(ax, "training step", f"{name} density π", name, legend=ax is axes[-1])
-    figure.suptitle(f"{task}: reward densities{figures.scale_note(SCALE)}")
+    figure.suptitle(f"{task}: reward densities{figures.scale_note(CONFIG)}")
     figure.tight_layout()
 
 # %% [markdown]

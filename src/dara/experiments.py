@@ -198,6 +198,12 @@ def load_experiment(scale_or_path: str | Path) -> dict[str, Any]:
     return _fill_defaults(experiment)
 
 
+def is_paper_setting(experiment: dict[str, Any]) -> bool:
+    """Whether an experiment's runs are the paper's setting (verl on GPUs) rather than a CPU stand-in: the analysis
+    marks every other scale's figures and tables as not the paper's."""
+    return experiment["backend"] == "verl" and experiment["settings"]["paper"].get("device", "cuda") != "cpu"
+
+
 def target_backend(experiment: dict[str, Any], target: str) -> str:
     """The backend that trains a target's runs: the target's own ``backend``, else the experiment's."""
     return experiment["targets"][target].get("backend", experiment["backend"])

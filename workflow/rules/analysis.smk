@@ -13,6 +13,8 @@ report: "../../analysis/report/workflow.rst"
 TABLES = f"{RESULTS}/tables"
 FIGURES = f"{RESULTS}/figures"
 ANALYSIS_CONFIG = "analysis/config.yaml"
+# the experiment's analysis block (merged over the config by the scripts): a param, so that editing it reruns them
+ANALYSIS_BLOCK = json.dumps(EXPERIMENT.get("analysis", {}), sort_keys=True)
 CAPTIONS = "../../analysis/report"  # report() captions are relative to this file
 
 
@@ -73,17 +75,19 @@ for _artifact, (_metric_tasks, _eval_tasks, _outputs) in ARTIFACTS.items():
             f"{RESULTS}/benchmarks/analysis/{_artifact}.tsv"
         threads: 1
         params:
-            scale=SCALE,
+            scale=EXPERIMENT_SOURCE,  # a scale name or an experiment file: its analysis block
+            analysis=ANALYSIS_BLOCK,
             out=results_of,
             primary=PRIMARY_MODELS,
         shell:
-            "python {input.script} --scale {params.scale} --config {input.config} --out-dir {params.out}"
+            "python {input.script} --scale {params.scale:q} --config {input.config} --out-dir {params.out}"
             " --primary-models '{params.primary}' --metrics {input.metrics} --evals {input.evals} > {log} 2>&1"
 
 
 rule toy:
     input:
         script="analysis/toy.py",
+        config=ANALYSIS_CONFIG,
     output:
         figure("toy", "Beyond the paper"),
         f"{TABLES}/toy.csv",
@@ -93,10 +97,12 @@ rule toy:
         f"{RESULTS}/benchmarks/analysis/toy.tsv"
     threads: 1
     params:
-        scale=SCALE,
+        scale=EXPERIMENT_SOURCE,
+        analysis=ANALYSIS_BLOCK,
         out=results_of,
     shell:
-        "OMP_NUM_THREADS={threads} python {input.script} --scale {params.scale} --out-dir {params.out} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads} python {input.script} --scale {params.scale:q} --config {input.config}"
+        " --out-dir {params.out} > {log} 2>&1"
 
 
 rule report_md:
@@ -117,11 +123,12 @@ rule report_md:
         f"{RESULTS}/benchmarks/analysis/report_md.tsv"
     threads: 1
     params:
-        scale=SCALE,
+        scale=EXPERIMENT_SOURCE,
+        analysis=ANALYSIS_BLOCK,
         out=subpath(output[0], parent=True),
         primary=PRIMARY_MODELS,
     shell:
-        "python {input.script} --scale {params.scale} --config {input.config} --out-dir {params.out}"
+        "python {input.script} --scale {params.scale:q} --config {input.config} --out-dir {params.out}"
         " --primary-models '{params.primary}' --metrics {input.metrics} > {log} 2>&1"
 
 
@@ -181,11 +188,12 @@ if OTHER_BACKEND_RUNS:
             f"{RESULTS}/logs/analysis/backends.log",
         threads: 1
         params:
-            scale=SCALE,
+            scale=EXPERIMENT_SOURCE,  # a scale name or an experiment file: its analysis block
+            analysis=ANALYSIS_BLOCK,
             own=EXPERIMENT["backend"],
             out=results_of,
         shell:
-            "python {input.script} --scale {params.scale} --config {input.config} --own-backend {params.own}"
+            "python {input.script} --scale {params.scale:q} --config {input.config} --own-backend {params.own}"
             " --out-dir {params.out} --metrics {input.metrics} > {log} 2>&1"
 
     # An opt-in target (targets.<name>.opt_in) is left out of `rule all`; the others bring the comparison along.

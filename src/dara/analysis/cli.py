@@ -74,7 +74,7 @@ def _select(frame: pd.DataFrame | None, task: str, primary: str | None = None) -
 
 def parse_inputs(description: str, argv=None) -> Inputs:
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--scale", required=True, choices=("smoke", "tiny", "verl_cpu", "paper"))
+    parser.add_argument("--scale", required=True, help="scale name or experiment yaml (its analysis block applies)")
     parser.add_argument("--config", default="analysis/config.yaml")
     parser.add_argument("--reference-dir", default="analysis/reference")
     parser.add_argument("--metrics", nargs="*", default=[], help="metrics.parquet files of the runs")
@@ -87,9 +87,10 @@ def parse_inputs(description: str, argv=None) -> Inputs:
         primary = dict(pair.split("=", 1) for pair in args.primary_models.split(",") if pair)
     except ValueError:
         parser.error(f"--primary-models must be task=model pairs separated by commas, got {args.primary_models!r}")
+    config = load_analysis_config(args.config, args.scale)
     return Inputs(
-        scale=args.scale,
-        config=load_analysis_config(args.config, args.scale),
+        scale=config["scale"],
+        config=config,
         metrics=load_metrics(args.metrics) if args.metrics else None,
         evaluations=load_evaluations(args.evals) if args.evals else None,
         out_dir=Path(args.out_dir),

@@ -1,5 +1,6 @@
-"""The analysis configuration (``analysis/config.yaml``): validated against its JSON Schema on load,
-with per-scale overrides merged in, so a typo fails at once with the key's name."""
+"""The analysis configuration: the study-wide ``analysis/config.yaml`` with the scale's own ``analysis`` block of
+its experiment file merged in, validated against ``config.schema.yaml`` (beside the config) on load, so a typo fails
+at once with the key's name."""
 
 from __future__ import annotations
 
@@ -9,20 +10,30 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from dara.experiments import is_paper_setting, load_experiment
 
-def load_analysis_config(path, scale: str) -> dict:
-    """Read ``path``, validate it against ``config.schema.yaml`` beside it, apply ``scale_overrides[scale]``."""
+
+def load_analysis_config(path, experiment) -> dict:
+    """Read ``path`` and merge the ``analysis`` block of ``experiment`` (a scale name or an experiment yaml) over it,
+    each key one level deep; the result, validated, also holds ``scale`` (the experiment's name) and
+    ``paper_setting`` (whether its runs are the paper's models on GPUs, `dara.experiments.is_paper_setting`)."""
     path = Path(path)
     config = yaml.safe_load(path.read_text(encoding="utf-8"))
     schema = yaml.safe_load((path.parent / "config.schema.yaml").read_text(encoding="utf-8"))
+    _validate(config, schema, str(path))
+    loaded = load_experiment(experiment)
+    resolved = copy.deepcopy(config)
+    for key, override in loaded.get("analysis", {}).items():
+        resolved[key] = {**resolved[key], **override} if isinstance(resolved.get(key), dict) else override
+    _validate(resolved, schema, f"{path} with the analysis block of experiment {loaded['scale']!r}")
+    resolved["scale"] = loaded["scale"]
+    resolved["paper_setting"] = is_paper_setting(loaded)
+    return resolved
+
+
+def _validate(config: dict, schema: dict, source: str) -> None:
     try:
         jsonschema.validate(config, schema)
     except jsonschema.ValidationError as error:
         location = "/".join(str(part) for part in error.absolute_path) or "(top level)"
-        raise ValueError(f"{path}: {location}: {error.message}") from None
-    resolved = copy.deepcopy(config)
-    for key, override in config.get("scale_overrides", {}).get(scale, {}).items():
-        resolved[key] = {**resolved[key], **override}
-    resolved.pop("scale_overrides", None)
-    resolved["scale"] = scale
-    return resolved
+        raise ValueError(f"{source}: {location}: {error.message}") from None

@@ -36,9 +36,12 @@ plt.rcParams.update(
 )
 
 
-def scale_note(scale: str) -> str:
-    """Suffix for titles: paper-scale figures need none; smaller scales must not pass for the paper's."""
-    return "" if scale == "paper" else f"\n[{scale} scale: tiny CPU tasks and policies, not the paper's setting]"
+def scale_note(config: dict) -> str:
+    """Suffix for titles from the resolved analysis config (`load_analysis_config`): figures of the paper's setting
+    need none; a CPU scale's must not pass for the paper's."""
+    if config["paper_setting"]:
+        return ""
+    return f"\n[{config['scale']} scale: tiny CPU tasks and policies, not the paper's setting]"
 
 
 def new_figure(n_panels: int, width_per_panel: float = 3.2, height: float = 2.6):
