@@ -10,6 +10,9 @@ import numpy as np
 SPLITS = ("train", "heldout")
 # One item in ten is held out; the split is a function of the item's text, so no seed can leak one into the other.
 HELDOUT_PERCENT = 10
+# Draws in a row without a new item after which `Task.items` takes the item space as spent (a failing request ends
+# in a second, not after 200 draws per item asked for).
+STALL_DRAWS = 20_000
 # Prompts end with this line; the response follows it. Evaluation renders prompts the same way.
 ASSISTANT_TURN = "Assistant:\n"
 
@@ -74,14 +77,22 @@ class Task:
             raise ValueError(f"n must be positive, got {n}")
         rng = np.random.default_rng([seed, SPLITS.index(split)])
         chosen: dict[str, dict[str, Any]] = {}
-        # The item space is finite; give up (rather than loop forever) when it cannot supply n distinct items.
+        # The item space is finite; give up (rather than loop forever) when it cannot supply n distinct items: after
+        # 200 draws per item asked for, or once STALL_DRAWS draws in a row found nothing new (the space is spent).
+        # Either bound only ends a search that fails; the items of one that succeeds do not depend on them.
+        fruitless = 0
         for _ in range(200 * n):
             item = self._draw_item(rng)
             if split_of(item["prompt"]) == split and item["prompt"] not in chosen:
                 item["id"] = f"{self.name}-{split}-{seed}-{len(chosen)}"
                 chosen[item["prompt"]] = item
+                fruitless = 0
                 if len(chosen) == n:
                     return list(chosen.values())
+            else:
+                fruitless += 1
+                if fruitless >= STALL_DRAWS:
+                    break
         raise ValueError(f"task {self.name!r} has fewer than {n} distinct {split} items (found {len(chosen)})")
 
     def corpus(self, n_items: int, seed: int = 0) -> list[str]:
