@@ -156,3 +156,7 @@ def test_a_scales_analysis_block_is_merged_over_the_config_and_validated(tmp_pat
     path.write_text(yaml.safe_dump(experiment))
     with pytest.raises(ValueError, match=r"analysis block of experiment 'tiny': stable_crossing: .*'windw_fraction'"):
         load_analysis_config(REPO / "analysis/config.yaml", path)
+    experiment["analysis"] = {"stable_crossing": 0.15}
+    path.write_text(yaml.safe_dump(experiment))
+    with pytest.raises(ValueError, match=r"analysis/stable_crossing must be a mapping"):
+        load_analysis_config(REPO / "analysis/config.yaml", path)

@@ -128,9 +128,10 @@ class Run:
 
     # --- what a job receives
     def to_json(self) -> str:
-        """The whole run, settings included, as one JSON object (keys sorted: the same run, the same text)."""
-        return json.dumps({f.name: getattr(self, f.name) for f in dataclasses.fields(self)}, sort_keys=True,
-                          allow_nan=False)
+        """The run as its job receives it, settings included, as one JSON object (keys sorted: the same run, the
+        same text). ``targets`` and ``primary`` are left out: they say which sweeps list the run, not what it
+        computes, so adding a target that shares a run does not rerun it (the JSON is the job's params)."""
+        return json.dumps({name: getattr(self, name) for name in _JOB_FIELDS}, sort_keys=True, allow_nan=False)
 
     @classmethod
     def from_json(cls, text: str) -> "Run":
@@ -141,12 +142,15 @@ class Run:
             raise ValueError(f"a serialised run must be a JSON object (Run.to_json): {error}") from None
         if not isinstance(data, dict):
             raise ValueError(f"a serialised run must be a JSON object (Run.to_json), got {type(data).__name__}")
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown, missing = sorted(set(data) - names), sorted(names - set(data))
+        unknown, missing = sorted(set(data) - set(_JOB_FIELDS)), sorted(set(_JOB_FIELDS) - set(data))
         if unknown or missing:
             raise ValueError(f"serialised run: unknown fields {unknown}, missing fields {missing} (Run.to_json "
-                             f"writes {sorted(names)})")
-        return cls(**{**data, "targets": tuple(data["targets"])})
+                             f"writes {sorted(_JOB_FIELDS)})")
+        return cls(**data)
+
+
+# What a job receives of a run (`Run.to_json`): every field but the sweeps that list it.
+_JOB_FIELDS = tuple(f.name for f in dataclasses.fields(Run) if f.name not in ("targets", "primary"))
 
 
 def folder_patterns(scale: str) -> dict[str, str]:

@@ -12,9 +12,13 @@ report: "../../analysis/report/workflow.rst"
 
 TABLES = f"{RESULTS}/tables"
 FIGURES = f"{RESULTS}/figures"
+from dara.analysis.config import load_analysis_config
+
 ANALYSIS_CONFIG = "analysis/config.yaml"
 # the experiment's analysis block (merged over the config by the scripts): a param, so that editing it reruns them
 ANALYSIS_BLOCK = json.dumps(EXPERIMENT.get("analysis", {}), sort_keys=True)
+# checked now, with the study-wide config and its schema, so a typo in the block fails before anything trains
+load_analysis_config(ANALYSIS_CONFIG, EXPERIMENT_SOURCE)
 CAPTIONS = "../../analysis/report"  # report() captions are relative to this file
 
 

@@ -24,6 +24,9 @@ def load_analysis_config(path, experiment) -> dict:
     loaded = load_experiment(experiment)
     resolved = copy.deepcopy(config)
     for key, override in loaded.get("analysis", {}).items():
+        if isinstance(resolved.get(key), dict) and not isinstance(override, dict):
+            raise ValueError(f"experiment {loaded['scale']!r}: analysis/{key} must be a mapping of keys of {key} "
+                             f"in {path}, got {override!r}")
         resolved[key] = {**resolved[key], **override} if isinstance(resolved.get(key), dict) else override
     _validate(resolved, schema, f"{path} with the analysis block of experiment {loaded['scale']!r}")
     resolved["scale"] = loaded["scale"]

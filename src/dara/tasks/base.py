@@ -10,8 +10,8 @@ import numpy as np
 SPLITS = ("train", "heldout")
 # One item in ten is held out; the split is a function of the item's text, so no seed can leak one into the other.
 HELDOUT_PERCENT = 10
-# Draws in a row without a new item after which `Task.items` takes the item space as spent (a failing request ends
-# in a second, not after 200 draws per item asked for).
+# Draws in a row without a new item (at least; 100 per item found) after which `Task.items` takes the item space as
+# spent: a failing request ends in a second, not after 200 draws per item asked for.
 STALL_DRAWS = 20_000
 # Prompts end with this line; the response follows it. Evaluation renders prompts the same way.
 ASSISTANT_TURN = "Assistant:\n"
@@ -78,8 +78,10 @@ class Task:
         rng = np.random.default_rng([seed, SPLITS.index(split)])
         chosen: dict[str, dict[str, Any]] = {}
         # The item space is finite; give up (rather than loop forever) when it cannot supply n distinct items: after
-        # 200 draws per item asked for, or once STALL_DRAWS draws in a row found nothing new (the space is spent).
-        # Either bound only ends a search that fails; the items of one that succeeds do not depend on them.
+        # 200 draws per item asked for, or once a long run of draws found nothing new (the space is, with high
+        # probability, spent: the run grows with the items found, 100 each, as the last items of a space of M take
+        # about 10 M draws when one draw in ten is held out). The items of a search that succeeds do not depend on
+        # these bounds.
         fruitless = 0
         for _ in range(200 * n):
             item = self._draw_item(rng)
@@ -91,7 +93,7 @@ class Task:
                     return list(chosen.values())
             else:
                 fruitless += 1
-                if fruitless >= STALL_DRAWS:
+                if fruitless >= max(STALL_DRAWS, 100 * len(chosen)):
                     break
         raise ValueError(f"task {self.name!r} has fewer than {n} distinct {split} items (found {len(chosen)})")
 

@@ -227,7 +227,7 @@ def train(run: Run, base: str | Path = REPO_ROOT, data_dir: str | Path | None = 
     values = verl_overrides(run, run_dir, data_dir, run_env)
     command = [sys.executable, "-m", "dara.verl_plugin.main", *hydra_overrides(values)]
     config = {"run": {"task": run.task, "model": run.model, "method": run.method, "group_size": run.group_size,
-                      "seed": run.seed, "targets": list(run.targets)},
+                      "seed": run.seed},
               "settings": run.settings, "verl_overrides": values, "command": shlex.join(command)}
     write_run_provenance(run_dir, config)
     env = {**os.environ, **run_env}
@@ -262,7 +262,8 @@ def main(argv: list[str] | None = None) -> None:
             print(run.run_dir)
         return
     if (args.run is None) == (args.run_dir is None):
-        parser.error(f"{args.action} needs --run or --run-dir (with --experiment), not both")
+        parser.error(f"{args.action} needs exactly one of --run (a resolved run) and --run-dir (a folder of "
+                     f"--experiment, paper by default)")
     if args.run is not None:
         try:
             run = Run.from_json(args.run)

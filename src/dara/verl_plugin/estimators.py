@@ -122,6 +122,22 @@ class DaraSettings:
                                 dvao_eps=self.dvao_eps, singletons=self.singleton_groups)
 
 
+# `EstimatorOptions` fields whose algorithm.dara key is spelt otherwise: errors name the key the user wrote.
+VERL_OPTION_KEYS = {"sign_eps": "gd2po_sign_eps", "singletons": "singleton_groups"}
+
+
+def check_options(method: str, settings: DaraSettings, n_channels: int) -> None:
+    """`EstimatorOptions.check_for`, its errors naming the ``algorithm.dara`` key (``gd2po_sign_eps``, ...)."""
+    try:
+        settings.estimator_options.check_for(method, n_channels)
+    except ValueError as error:
+        message = str(error)
+        name = message.split(" ", 1)[0]
+        if name in {f.name for f in fields(EstimatorOptions)}:
+            message = f"algorithm.dara.{VERL_OPTION_KEYS.get(name, name)} {message.split(' ', 1)[1]}"
+        raise ValueError(message) from None
+
+
 def _flag(value) -> bool:
     if isinstance(value, bool):
         return value
@@ -170,7 +186,7 @@ def dara_advantages(
     mask = response_mask.to(torch.float32)
     rewards = reward_columns(non_tensor_batch, settings.reward_keys, mask.shape[0])
     options = settings.estimator_options
-    options.check_for(method, rewards.shape[1])  # an option of another method's is refused, also for GRPO's path
+    check_options(method, settings, rewards.shape[1])  # an option of another method's is refused, also for GRPO
     lengths = mask.sum(dim=-1).detach().cpu() if settings.batch_norm == "token" else None
     names = list(settings.reward_keys)
     if spec.formula == "grpo":

@@ -21,6 +21,7 @@ import numpy as np
 from verl.trainer.ppo.v1 import replay_buffer as verl_replay_buffer
 
 from dara.advantages import METRIC_PREFIX, compute_advantages
+from dara.verl_plugin.estimators import check_options
 
 PREFIX = f"{METRIC_PREFIX}rollout_prefilter"
 
@@ -28,6 +29,7 @@ PREFIX = f"{METRIC_PREFIX}rollout_prefilter"
 def prefilter_metrics(method: str, settings, rewards: Sequence[Sequence[float]], uids: Sequence[str]) -> dict[str, float]:
     """The estimator's batch metrics on a pool of responses (rows of ``rewards``, grouped by ``uids``), named
     ``dara/rollout_prefilter/...``. No batch normalisation: densities, weights and energies come before it."""
+    check_options(method, settings, len(settings.reward_keys))
     result = compute_advantages(method, np.asarray(rewards, dtype=np.float64), np.asarray(list(uids), dtype=object),
                                 replace(settings.estimator_options, batch_norm="none"),
                                 channel_names=settings.reward_keys)
