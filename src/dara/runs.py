@@ -280,13 +280,15 @@ def find_run_by_dir(experiment: dict[str, Any], run_dir: str | Path) -> Run:
     return run
 
 
-def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """A job's runs on its command line: ``--run JSON ...`` (the workflow's) or ``--experiment X --run-dir ...``."""
+def add_run_arguments(parser: argparse.ArgumentParser):
+    """A job's runs on its command line: ``--run JSON ...`` (the workflow's) or ``--experiment X --run-dir ...``.
+    Returns their mutually exclusive group, for a command with another way to name what it works on."""
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--run", nargs="+", metavar="JSON", help="resolved runs (dara.runs.Run.to_json), as the "
                                                                "workflow passes them")
     which.add_argument("--run-dir", nargs="+", help="run folders (dara.runs layout), looked up in --experiment")
     parser.add_argument("--experiment", help="with --run-dir: scale name or experiment yaml")
+    return which
 
 
 def runs_from_arguments(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[Run]:

@@ -323,16 +323,12 @@ def _generate_run(run: RunToEvaluate, case_prefix: str, heldout_items: int, samp
 
 def main(argv: Sequence[str] | None = None) -> None:
     from dara.experiments import load_experiment, warm_start_settings
-    from dara.runs import policy_dir, runs_from_arguments
+    from dara.runs import add_run_arguments, policy_dir, runs_from_arguments
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--run", nargs="+", metavar="JSON",
-                       help="resolved training runs (dara.runs.Run.to_json), as the workflow passes them")
-    which.add_argument("--run-dir", nargs="+", help="training run folders (dara.runs layout), found in --experiment")
-    which.add_argument("--warm-start", metavar="TASK", help="evaluate --experiment's warm-start policy of TASK")
-    parser.add_argument("--experiment", help="scale name (tiny, smoke) or experiment yaml: with --run-dir or "
-                                             "--warm-start, and the evaluation settings unless --evaluation gives them")
+    # --experiment also gives --warm-start's policy, and the evaluation settings unless --evaluation does
+    add_run_arguments(parser).add_argument("--warm-start", metavar="TASK",
+                                           help="evaluate --experiment's warm-start policy of TASK")
     parser.add_argument("--evaluation", help="the experiment's evaluation settings as JSON (the workflow's)")
     parser.add_argument("--warm-start-eval", type=Path, nargs="*", default=[],
                         help="warm-start evaluations (written by --warm-start) to copy into matching step-0 files")
