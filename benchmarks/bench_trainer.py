@@ -63,13 +63,23 @@ def worker(spec: dict) -> dict:
     trainer.token_logprobs = timed("logprobs", trainer.token_logprobs)
     trainer.ppo_update = timed("update", trainer.ppo_update)
 
-    # Settings this revision's TrainArgs does not know (added later) are left out and reported.
-    known = {f.name for f in dataclasses.fields(trainer.TrainArgs)}
-    settings = {k: v for k, v in spec["args"].items() if k in known}
+    # Settings a revision's trainer does not know (added later) are left out and reported. Revisions before
+    # dara.tiny.trainer.TrainSettings took one TrainArgs (coordinates, folders and settings); later ones a Run.
+    given = {**spec["coordinates"], **spec["settings"]}
     with tempfile.TemporaryDirectory() as out:
-        frame = trainer.train(trainer.TrainArgs(out=out, **settings))
+        if hasattr(trainer, "TrainSettings"):
+            from dara.runs import Run
+
+            known = {f.name for f in dataclasses.fields(trainer.TrainSettings)} | set(spec["coordinates"])
+            settings = {k: v for k, v in spec["settings"].items() if k in known}
+            run = Run(scale="bench", backend="tiny", settings=settings, results=out, **spec["coordinates"])
+            frame = trainer.train(run, policy=spec["policy"], progress=False)
+        else:
+            known = {f.name for f in dataclasses.fields(trainer.TrainArgs)}
+            arguments = {k: v for k, v in given.items() if k in known}
+            frame = trainer.train(trainer.TrainArgs(out=out, policy=spec["policy"], progress=False, **arguments))
     return {"dara": dara.__file__, "seconds": frame["seconds"].tolist(), "phases": totals,
-            "response_length": float(frame["response_length"].mean()), "ignored": sorted(set(spec["args"]) - known)}
+            "response_length": float(frame["response_length"].mean()), "ignored": sorted(set(given) - known)}
 
 
 def run_side(src: Path, spec: dict) -> dict:
@@ -110,9 +120,8 @@ def main() -> None:
     from dara.runs import find_run
 
     run = find_run(load_experiment(args.experiment), args.task, args.method, args.group_size, args.seed)
-    spec = {"args": {"task": run.task, "method": run.method, "group_size": run.group_size, "seed": run.seed,
-                     "policy": str(Path(args.policy).resolve()), "progress": False,
-                     **run.settings, "steps": args.steps}}
+    spec = {"coordinates": {"task": run.task, "method": run.method, "group_size": run.group_size, "seed": run.seed},
+            "settings": {**run.settings, "steps": args.steps}, "policy": str(Path(args.policy).resolve())}
     with tempfile.TemporaryDirectory() as old_root:
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.revision, "src"], capture_output=True,
                                  check=True).stdout

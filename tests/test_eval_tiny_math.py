@@ -5,6 +5,7 @@ verdicts on scripted answers are asserted)."""
 from __future__ import annotations
 
 import json
+import shutil
 from fractions import Fraction
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import yaml
 
 from dara.evaluation import math_eval
 from dara.experiments import default_evaluation
-from dara.runs import cpu_checkpoint_steps as checkpoint_steps
+from dara.runs import Run, WarmStart, cpu_checkpoint_steps as checkpoint_steps
 from dara.evaluation.tiny import bfcl_entry, default_bfcl_python, score_bfcl
 
 # The evaluation sampling of an experiment (its `evaluation` block; defaults in the experiment schema); the tests
@@ -117,7 +118,9 @@ def test_tool_items_as_bfcl_entries_score_like_the_task_answer():
     assert {v["category"] for v in verdicts.values()} == {"multiple", "irrelevance"}
 
 
-def _fake_run(tmp_path: Path, task_name: str, steps: int = 2, eval_every: int = 1) -> Path:
+def _fake_run(results: Path, task_name: str, steps: int = 2, eval_every: int = 1, seed: int = 0) -> Run:
+    """A run in the results tree ``results`` whose checkpoints are one untrained policy (the same files whatever
+    the folder or seed)."""
     import torch
 
     from dara.tasks import get_task
@@ -128,12 +131,11 @@ def _fake_run(tmp_path: Path, task_name: str, steps: int = 2, eval_every: int = 
     tokenizer = train_tokenizer(task.corpus(200), vocab_size=300)
     model = build_model(len(tokenizer), hidden_size=32, layers=1, heads=2, kv_heads=1, intermediate_size=64,
                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)  # fmt: skip
-    run = tmp_path / "run"
-    for step in checkpoint_steps(steps, eval_every):
-        save_policy(model, tokenizer, run / "checkpoints" / f"step{step}")
-    config = {"task": task_name, "method": "grpo", "group_size": 4, "seed": 0, "steps": steps,
-              "eval_every": eval_every, "max_new_tokens": 16, "task_options": {}}  # fmt: skip
-    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    run = Run(scale="test", backend="tiny", task=task_name, method="grpo", group_size=4, seed=seed,
+              results=str(results), settings={"steps": steps, "eval_every": eval_every, "max_new_tokens": 16,
+                                              "task_options": {}})
+    for step in run.checkpoint_steps:
+        save_policy(model, tokenizer, run.checkpoint_dir(step))
     return run
 
 
@@ -141,13 +143,12 @@ def _fake_run(tmp_path: Path, task_name: str, steps: int = 2, eval_every: int = 
 def test_evaluate_run_writes_one_file_per_checkpoint(tmp_path, task_name):
     import torch
 
-    from dara.evaluation.tiny import RunToEvaluate, evaluate_runs
+    from dara.evaluation.tiny import evaluate_runs
 
     torch.set_num_threads(1)
     run = _fake_run(tmp_path, task_name)
-    out = tmp_path / "eval"
-    written = evaluate_runs([RunToEvaluate.from_config(run, out)], **SAMPLING, heldout_items=6, samples=2, warm_start_samples=2)
-    assert [p.name for p in written] == ["step0.json", "step1.json", "step2.json"]
+    written = evaluate_runs([run], **SAMPLING, heldout_items=6, samples=2, warm_start_samples=2)
+    assert [str(p) for p in written] == run.eval_files
     records = [json.loads(p.read_text()) for p in written]
     assert [r["step"] for r in records] == [0, 1, 2]
     assert set(records[0]["code_revision"]) == {"revision", "dirty"}
@@ -160,15 +161,20 @@ def test_evaluate_run_writes_one_file_per_checkpoint(tmp_path, task_name):
     assert all(0.0 <= value <= 1.0 for key, value in metrics.items() if key != "composite")
     # resuming keeps existing files untouched
     before = written[1].stat().st_mtime_ns
-    evaluate_runs([RunToEvaluate.from_config(run, out)], **SAMPLING, heldout_items=6, samples=2, warm_start_samples=2)
+    evaluate_runs([run], **SAMPLING, heldout_items=6, samples=2, warm_start_samples=2)
     assert written[1].stat().st_mtime_ns == before
+    # a pilot's before and after: the first and last checkpoints only
+    again = _fake_run(tmp_path / "ends", task_name)
+    ends = evaluate_runs([again], **SAMPLING, heldout_items=6, samples=2, warm_start_samples=2, first_and_last=True)
+    assert [str(p) for p in ends] == [again.eval_file(0), again.eval_file(2)]
+    assert sorted(p.name for p in Path(again.eval_dir).iterdir()) == ["step0.json", "step2.json"]
 
 
 def test_checkpoints_with_the_same_files_are_sampled_once(tmp_path, monkeypatch):
     import torch
 
     import dara.tiny.policy as policy
-    from dara.evaluation.tiny import RunToEvaluate, evaluate_runs
+    from dara.evaluation.tiny import evaluate_runs
 
     torch.set_num_threads(1)
     calls = []
@@ -176,12 +182,11 @@ def test_checkpoints_with_the_same_files_are_sampled_once(tmp_path, monkeypatch)
     monkeypatch.setattr(policy, "generate", lambda *a, **k: calls.append(1) or real_generate(*a, **k))
     first = _fake_run(tmp_path / "a", "math_length")  # three identical checkpoints
     second = _fake_run(tmp_path / "b", "math_length")  # the same files again, in another run
-    tokenizer, model = policy.load_policy(second / "checkpoints" / "step2")
+    tokenizer, model = policy.load_policy(second.checkpoint_dir(2))
     with torch.no_grad():
         model.lm_head.weight.mul_(2.0)  # tied to the embedding: a different policy
-    policy.save_policy(model, tokenizer, second / "checkpoints" / "step2")
-    runs = [RunToEvaluate.from_config(first, tmp_path / "eval/a"),
-            RunToEvaluate.from_config(second, tmp_path / "eval/b")]
+    policy.save_policy(model, tokenizer, second.checkpoint_dir(2))
+    runs = [first, second]
     written = evaluate_runs(runs, **SAMPLING, heldout_items=6, samples=2, warm_start_samples=2)
     assert len(calls) == 2 and len(written) == 6  # the changed checkpoint is sampled on its own
     records = [json.loads(path.read_text()) for path in written]
@@ -195,30 +200,30 @@ def test_step0_gets_the_warm_start_samples_and_a_shared_warm_start_evaluation_is
     import torch
 
     import dara.tiny.policy as policy
-    from dara.evaluation.tiny import RunToEvaluate, evaluate_runs
+    from dara.evaluation.tiny import evaluate_runs
 
     torch.set_num_threads(1)
     calls = []
     real_generate = policy.generate
     monkeypatch.setattr(policy, "generate", lambda model, tok, prompts, **k: calls.append(len(prompts))
                         or real_generate(model, tok, prompts, **k))
-    run_dir = _fake_run(tmp_path / "a", "math_length")
+    run = _fake_run(tmp_path / "a", "math_length")
     options = dict(**SAMPLING, heldout_items=6, samples=1, warm_start_samples=3)
     # the warm-start folder: the run's step-0 files plus what a warm start writes beside them
     warm = tmp_path / "policy"
-    tokenizer, model = policy.load_policy(run_dir / "checkpoints" / "step0")
+    tokenizer, model = policy.load_policy(run.checkpoint_dir(0))
     model.save_pretrained(warm)
     tokenizer.save_pretrained(warm)
     special = {k: v for k, v in json.loads((warm / "tokenizer_config.json").read_text()).items() if k.endswith("_token")}
     (warm / "tokenizer_config.json").write_text(json.dumps(special))  # other keys change on every round trip
     (warm / "warmstart.json").write_text("{}")
-    [shared] = evaluate_runs([RunToEvaluate.warm_start(warm, "math_length", {}, 16, seed=0)], **options)
+    warm_start = WarmStart(str(warm), "math_length", {"task_options": {}, "max_new_tokens": 16, "seed": 5})
+    [shared] = evaluate_runs([warm_start], **options)
     assert shared == warm / "heldout_eval" / "step0.json" and calls == [18]  # 6 items x 3 samples
     record = json.loads(shared.read_text())
-    assert record["samples_per_item"] == 3 and record["method"] == "warm_start"
+    assert record["samples_per_item"] == 3 and (record["method"], record["seed"]) == ("warm_start", 5)
 
     calls.clear()
-    run = RunToEvaluate.from_config(run_dir, tmp_path / "eval/a")
     written = evaluate_runs([run], **options, warm_start_evals=[shared])
     step0, step1 = (json.loads(path.read_text()) for path in written[:2])
     assert calls == [6]  # steps 1 and 2 (the same files) once, one sample per item; step 0 copied
@@ -226,26 +231,28 @@ def test_step0_gets_the_warm_start_samples_and_a_shared_warm_start_evaluation_is
     assert step0["metrics"] == record["metrics"] and (step0["method"], step0["seed"]) == ("grpo", 0)
 
     calls.clear()  # other sampling: the copy does not apply, step 0 is sampled with its own count
-    evaluate_runs([RunToEvaluate.from_config(run_dir, tmp_path / "eval/b")],
-                  **{**options, "seed": options["seed"] + 1}, warm_start_evals=[shared])
+    shutil.rmtree(run.eval_dir)
+    evaluate_runs([run], **{**options, "seed": options["seed"] + 1}, warm_start_evals=[shared])
     assert sorted(calls) == [6, 18]
-    assert "copied_from" not in json.loads((tmp_path / "eval/b/step0.json").read_text())
+    assert "copied_from" not in json.loads(Path(run.eval_file(0)).read_text())
 
     other = _fake_run(tmp_path / "c", "math_length")  # a changed step 0 (weights, or end token): sampled, not copied
-    tokenizer, model = policy.load_policy(other / "checkpoints" / "step0")
+    tokenizer, model = policy.load_policy(other.checkpoint_dir(0))
     with torch.no_grad():
         model.lm_head.weight.mul_(2.0)
-    policy.save_policy(model, tokenizer, other / "checkpoints" / "step0")
+    policy.save_policy(model, tokenizer, other.checkpoint_dir(0))
     calls.clear()
-    evaluate_runs([RunToEvaluate.from_config(other, tmp_path / "eval/c")], **options, warm_start_evals=[shared])
+    evaluate_runs([other], **options, warm_start_evals=[shared])
     assert sorted(calls) == [6, 18]
-    tokenizer_config = run_dir / "checkpoints" / "step0" / "tokenizer_config.json"
+    tokenizer_config = Path(run.checkpoint_dir(0)) / "tokenizer_config.json"
     tokenizer_config.write_text(json.dumps({**json.loads(tokenizer_config.read_text()), "eos_token": "<pad>"}))
     calls.clear()
-    evaluate_runs([RunToEvaluate.from_config(run_dir, tmp_path / "eval/d")], **options, warm_start_evals=[shared])
+    shutil.rmtree(run.eval_dir)
+    evaluate_runs([run], **options, warm_start_evals=[shared])
     assert sorted(calls) == [6, 18]
     (tmp_path / "old.json").write_text('{"metrics": {}}')  # written before evaluations carried their key
-    for wrong in (run_dir / "config.yaml", tmp_path / "old.json"):
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"task": "math_length"}))
+    for wrong in (tmp_path / "config.yaml", tmp_path / "old.json"):
         with pytest.raises(ValueError, match="not a warm-start evaluation"):
             evaluate_runs([run], **options, warm_start_evals=[wrong])
 
@@ -256,19 +263,16 @@ def test_a_trained_checkpoint_is_sampled_with_the_evaluation_seed_plus_its_runs_
     import torch
 
     import dara.tiny.policy as policy
-    from dara.evaluation.tiny import RunToEvaluate, evaluate_runs
+    from dara.evaluation.tiny import evaluate_runs
 
     torch.set_num_threads(1)
     seeds = []
     real_generate = policy.generate
     monkeypatch.setattr(policy, "generate", lambda *a, **k: seeds.append(k["seed"]) or real_generate(*a, **k))
-    first = _fake_run(tmp_path / "a", "math_length")
-    second = _fake_run(tmp_path / "b", "math_length")  # the same checkpoint files, another seed
-    config = yaml.safe_load((second / "config.yaml").read_text())
-    (second / "config.yaml").write_text(yaml.safe_dump({**config, "seed": 3}))
+    first = _fake_run(tmp_path, "math_length")
+    second = _fake_run(tmp_path, "math_length", seed=3)  # the same checkpoint files, another seed
     options = {**SAMPLING, "heldout_items": 6, "samples": 2, "warm_start_samples": 2}
-    written = evaluate_runs([RunToEvaluate.from_config(first, tmp_path / "eval/a"),
-                             RunToEvaluate.from_config(second, tmp_path / "eval/b")], **options)
+    written = evaluate_runs([first, second], **options)
     base = options["seed"]
     assert sorted(seeds) == [base, base + 3]  # seed 0: all three checkpoints alike (the same files); seed 3: steps 1-2
     records = [json.loads(path.read_text()) for path in written]
@@ -276,22 +280,24 @@ def test_a_trained_checkpoint_is_sampled_with_the_evaluation_seed_plus_its_runs_
     assert records[0]["metrics"] == records[3]["metrics"]  # the shared warm start
 
 
-def test_evaluate_run_rejects_a_folder_without_config(tmp_path):
-    from dara.evaluation.tiny import RunToEvaluate, evaluate_runs
+def test_evaluate_run_rejects_a_run_without_checkpoints(tmp_path):
+    from dara.evaluation.tiny import evaluate_runs
 
-    with pytest.raises(FileNotFoundError, match="config.yaml"):
-        evaluate_runs([RunToEvaluate.from_config(tmp_path, tmp_path / "eval")], **SAMPLING, heldout_items=6, samples=2, warm_start_samples=2)
+    run = Run(scale="test", backend="tiny", task="math_length", method="grpo", group_size=4, seed=0,
+              results=str(tmp_path), settings={"steps": 2, "eval_every": 1, "max_new_tokens": 16, "task_options": {}})
+    with pytest.raises(FileNotFoundError, match="no Hugging Face checkpoint"):
+        evaluate_runs([run], **SAMPLING, heldout_items=6, samples=2, warm_start_samples=2)
 
 
 @needs_bfcl_env
 def test_evaluate_run_scores_tool_calls_with_bfcl(tmp_path):
     import torch
 
-    from dara.evaluation.tiny import RunToEvaluate, evaluate_runs
+    from dara.evaluation.tiny import evaluate_runs
 
     torch.set_num_threads(1)
     run = _fake_run(tmp_path, "toolcall", steps=1, eval_every=1)
-    written = evaluate_runs([RunToEvaluate.from_config(run, tmp_path / "eval")], **SAMPLING, heldout_items=6, samples=2, warm_start_samples=2)
+    written = evaluate_runs([run], **SAMPLING, heldout_items=6, samples=2, warm_start_samples=2)
     assert [p.name for p in written] == ["step0.json", "step1.json"]
     metrics = json.loads(written[0].read_text())["metrics"]
     assert set(metrics) == {"bfcl_accuracy", "bfcl_format", "bfcl_accuracy_tool", "bfcl_accuracy_irrelevance"}
@@ -303,16 +309,14 @@ def test_evaluate_run_scores_tool_calls_with_bfcl(tmp_path):
 def test_a_seed_group_evaluated_in_one_process_matches_runs_evaluated_alone(tmp_path):
     import torch
 
-    from dara.evaluation.tiny import RunToEvaluate, evaluate_runs
+    from dara.evaluation.tiny import evaluate_runs
 
     torch.set_num_threads(1)
-    tool = _fake_run(tmp_path / "a", "toolcall", steps=1, eval_every=1)
-    math = _fake_run(tmp_path / "b", "math_length", steps=1, eval_every=1)
-    together = evaluate_runs([RunToEvaluate.from_config(tool, tmp_path / "together/tool"),
-                              RunToEvaluate.from_config(math, tmp_path / "together/math")],
-                             **SAMPLING, heldout_items=4, samples=1, warm_start_samples=1)
-    alone = evaluate_runs([RunToEvaluate.from_config(tool, tmp_path / "alone/tool")], **SAMPLING, heldout_items=4, samples=1, warm_start_samples=1)
-    alone += evaluate_runs([RunToEvaluate.from_config(math, tmp_path / "alone/math")], **SAMPLING, heldout_items=4, samples=1, warm_start_samples=1)
+    options = dict(**SAMPLING, heldout_items=4, samples=1, warm_start_samples=1)
+    together = evaluate_runs([_fake_run(tmp_path / "together", "toolcall", steps=1, eval_every=1),
+                              _fake_run(tmp_path / "together", "math_length", steps=1, eval_every=1)], **options)
+    alone = evaluate_runs([_fake_run(tmp_path / "alone", "toolcall", steps=1, eval_every=1)], **options)
+    alone += evaluate_runs([_fake_run(tmp_path / "alone", "math_length", steps=1, eval_every=1)], **options)
     assert len(together) == len(alone) == 4
     for joint, single in zip(together, alone):
         assert json.loads(joint.read_text())["metrics"] == json.loads(single.read_text())["metrics"]
@@ -337,22 +341,19 @@ def test_eval_files_list_every_checkpoint_of_every_run():
     assert paper.checkpoint_steps == list(range(10, 101, 10))  # verl's save_freq 10 over 100 steps
 
 
-def test_runs_to_evaluate_come_from_the_run_layer_at_every_cpu_scale():
-    from dara.evaluation.tiny import RunToEvaluate
+def test_what_the_evaluation_reads_of_a_run_at_every_cpu_scale():
     from dara.experiments import load_experiment
     from dara.runs import run_matrix
 
     for scale in ("smoke", "verl_cpu"):
         experiment = load_experiment(scale)
         for run in run_matrix(experiment):
-            spec = RunToEvaluate.from_run(run)
-            assert [str(spec.out_dir / f"step{step}.json") for step in spec.checkpoint_steps] == run.eval_files
-            assert spec.task_options == experiment["tasks"][run.task].get("options", {})
+            assert run.settings["task_options"] == experiment["tasks"][run.task].get("options", {})
             if run.backend == "verl":  # verl's response cap and save steps
-                assert spec.max_new_tokens == run.settings["verl"]["data.max_response_length"]
-                assert 0 not in spec.checkpoint_steps and run.settings["steps"] in spec.checkpoint_steps
+                assert run.max_new_tokens == run.settings["verl"]["data.max_response_length"]
+                assert 0 not in run.checkpoint_steps and run.settings["steps"] in run.checkpoint_steps
             else:
-                assert spec.max_new_tokens == run.settings["max_new_tokens"] and spec.checkpoint_steps[0] == 0
+                assert run.max_new_tokens == run.settings["max_new_tokens"] and run.checkpoint_steps[0] == 0
 
 
 def test_math_metrics_count_the_skipped_step_shortcut():

@@ -1,13 +1,15 @@
 """Experiment files: schema validation that names the bad key, the run matrix, settings resolution."""
 
 import copy
+import dataclasses
+import json
 
 import pytest
 
 from dara.experiments import ExperimentError, default_settings, load_experiment, validate_experiment, \
     warm_start_settings
-from dara.runs import find_run, run_matrix
-from dara.tiny.trainer import TrainArgs
+from dara.runs import find_run, policy_dir, run_matrix
+from dara.tiny.trainer import TrainSettings, resolved_config
 
 SMOKE_TARGETS = {"toolcall", "math_length", "act_critic", "group_size", "three_rewards", "static_vs_dynamic", "trl"}
 TINY_TARGETS = SMOKE_TARGETS | {"toolcall_baselines", "math_baselines", "group_size_grpo", "toolcall_control",
@@ -20,13 +22,15 @@ def tiny():
 
 
 @pytest.mark.parametrize("scale", ["tiny", "smoke"])
-def test_shipped_experiments_validate_and_every_run_builds_trainer_args(scale):
+def test_shipped_experiments_validate_and_every_run_has_a_cpu_trainers_settings(scale):
     experiment = load_experiment(scale)
     assert experiment["scale"] == scale
     assert set(experiment["targets"]) == {"tiny": TINY_TARGETS, "smoke": SMOKE_TARGETS}[scale]
     for run in run_matrix(experiment):
-        args = TrainArgs.from_run(run)
-        assert args.out == run.run_dir and args.policy == run.policy_dir
+        config = resolved_config(run, TrainSettings.of(run))
+        assert set(config) == {"task", "method", "group_size", "seed", "static_weights", *run.settings} - {
+            "wandb", "wandb_project"}
+        assert run.policy_dir == policy_dir(scale, run.task) and run.run_dir.startswith(f"results/{scale}/")
 
 
 def test_tiny_run_matrix_sizes(tiny):
@@ -179,8 +183,7 @@ def test_defaults_come_from_the_schema_and_fill_what_a_file_leaves_out(tmp_path)
     assert static.settings["static_weights"] == [5.0, 1.0] and "static_weights" not in run.settings
     assert warm_start_settings(experiment, "toolcall")["model"]["hidden_size"] > 0
     # every trainer setting has a schema default except the static weights (no sensible default exists)
-    assert set(TrainArgs.__dataclass_fields__) - set(defaults) == {
-        "task", "method", "policy", "out", "group_size", "seed", "task_options", "static_weights", "progress"}
+    assert set(TrainSettings.__dataclass_fields__) - set(defaults) == {"task_options", "static_weights"}
 
 
 def test_the_dara_algorithm_constants_match_the_schema_defaults():
@@ -288,3 +291,35 @@ def test_a_malformed_serialised_run_fails_naming_the_problem():
         data = json.loads(text)
         del data["seed"]
         Run.from_json(json.dumps({**data, "colour": "red"}))
+
+
+def test_a_run_outside_the_workflows_tree_keeps_its_results_folder(tmp_path):
+    """A run in another results tree (a pilot's, a test's) places every folder there and survives serialisation;
+    a workflow run's JSON does not name the tree, so its job's params are those of every run in it."""
+    from dara.runs import RESULTS, Run, WarmStart
+
+    run = find_run(load_experiment("smoke"), "toolcall", "grpo", 4, 0)
+    assert run.results == RESULTS and "results" not in json.loads(run.to_json())
+    elsewhere = dataclasses.replace(run, results=str(tmp_path / "pilot"))
+    assert elsewhere.run_dir == f"{tmp_path}/pilot/smoke/runs/toolcall/grpo/G4/seed0"
+    assert elsewhere.eval_file(0) == f"{tmp_path}/pilot/smoke/eval/toolcall/grpo/G4/seed0/step0.json"
+    assert elsewhere.policy_dir == f"{tmp_path}/pilot/smoke/policies/toolcall"
+    again = Run.from_json(elsewhere.to_json())
+    assert again == elsewhere and again.run_dir == elsewhere.run_dir and again != run
+    warm = WarmStart.of(load_experiment("smoke"), "toolcall", results=str(tmp_path))
+    assert warm.checkpoint_dir(0) == f"{tmp_path}/smoke/policies/toolcall" and warm.checkpoint_steps == (0,)
+    assert warm.eval_file(0) == f"{tmp_path}/smoke/policies/toolcall/heldout_eval/step0.json"
+    with pytest.raises(ValueError, match="one checkpoint, step 0"):
+        warm.checkpoint_dir(2)
+
+
+def test_a_run_folder_typed_by_hand_places_the_runs_results_tree(tmp_path):
+    from dara.runs import find_run_by_dir
+
+    smoke = load_experiment("smoke")
+    run = find_run(smoke, "toolcall", "grpo", 4, 0)
+    assert find_run_by_dir(smoke, run.run_dir).results == "results"
+    typed = find_run_by_dir(smoke, f"{tmp_path}/{run.run_dir}/")
+    assert typed.results == f"{tmp_path}/results" and typed.run_dir == f"{tmp_path}/{run.run_dir}"
+    with pytest.raises(ExperimentError, match="is not the folder of run"):  # the scale's own backend named
+        find_run_by_dir(smoke, f"{tmp_path}/results/smoke/tiny/runs/toolcall/grpo/G4/seed0")

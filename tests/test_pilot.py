@@ -1,5 +1,7 @@
 """dara.pilot: the calibration pilots' argument parsing, regime numbers and reuse of finished runs."""
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 import yaml
@@ -45,19 +47,19 @@ def test_summarise_run_reads_the_regime_numbers():
 
 
 def test_a_finished_run_is_reused_only_with_the_same_settings(tmp_path):
-    class Args:
-        policy = "p"
+    from dara.experiments import default_settings
+    from dara.runs import Run
+    from dara.tiny.trainer import TrainSettings, resolved_config
 
-        @staticmethod
-        def resolved():
-            return {"learning_rate": 2e-4, "steps": 30}
-
-    run = tmp_path / "run"
-    run.mkdir()
-    assert _finished_run(run, Args) is None  # nothing there
-    (run / "config.yaml").write_text(yaml.safe_dump({"learning_rate": 2e-4, "steps": 30, "policy": "p"}))
-    assert _finished_run(run, Args) is None  # no metrics: killed half-way
-    _metrics().to_parquet(run / "metrics.parquet")
-    assert len(_finished_run(run, Args)) == 8
-    (run / "config.yaml").write_text(yaml.safe_dump({"learning_rate": 3e-4, "steps": 30, "policy": "p"}))
-    assert _finished_run(run, Args) is None  # another pilot's learning rate
+    run = Run(scale="tiny", backend="tiny", task="toolcall", method="gdpo", group_size=4, seed=0,
+              results=str(tmp_path), settings={**default_settings(), "task_options": {}})
+    folder = Path(run.run_dir)
+    folder.mkdir(parents=True)
+    assert _finished_run(run) is None  # nothing there
+    recorded = {**resolved_config(run, TrainSettings.of(run)), "policy": run.policy_dir}
+    (folder / "config.yaml").write_text(yaml.safe_dump(recorded))
+    assert _finished_run(run) is None  # no metrics: killed half-way
+    _metrics().to_parquet(folder / "metrics.parquet")
+    assert len(_finished_run(run)) == 8
+    (folder / "config.yaml").write_text(yaml.safe_dump({**recorded, "learning_rate": 0.5}))
+    assert _finished_run(run) is None  # another pilot's learning rate

@@ -1,5 +1,7 @@
 """The tiny RL trainer: one step writes the metrics schema, a killed run resumes to identical metrics."""
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 import torch
@@ -8,7 +10,8 @@ import yaml
 import dara.tiny.trainer as trainer_module
 from dara.experiments import default_settings, default_warm_start
 from dara.tiny.policy import encode_prompts, generate, load_policy, rollout, token_logprobs
-from dara.tiny.trainer import TrainArgs, learning_rate, train
+from dara.runs import Run
+from dara.tiny.trainer import TrainSettings, learning_rate, train
 from dara.tiny.warmstart import warm_start
 
 torch.set_num_threads(1)
@@ -28,18 +31,25 @@ def act_policy(tmp_path_factory):
     return path
 
 
-def _args(policy, out, **overrides):
-    settings = dict(default_settings(), task="act_critic", method="dara_sym", policy=str(policy), out=str(out),
-                    group_size=4, seed=0,
-                    task_options=ACT_OPTIONS, steps=4, responses_per_step=16, max_new_tokens=20, prompt_pool=100,
-                    eval_every=2, state_every=2, progress=False)
-    settings.update(overrides)
-    return TrainArgs(**settings)
+def _run(results, **overrides):
+    """A short act_critic run in the results tree ``results``; ``overrides`` set its settings or coordinates."""
+    coordinates = {"method": "dara_sym", "group_size": 4, "seed": 0}
+    settings = dict(default_settings(), task_options=ACT_OPTIONS, steps=4, responses_per_step=16, max_new_tokens=20,
+                    prompt_pool=100, eval_every=2, state_every=2)
+    for key, value in overrides.items():
+        (coordinates if key in coordinates else settings)[key] = value
+    return Run(scale="tiny", backend="tiny", task="act_critic", settings=settings, results=str(results), **coordinates)
+
+
+def _train(policy, results, **overrides):
+    """Train `_run(results, **overrides)` from ``policy``: its metrics frame and its folder."""
+    run = _run(results, **overrides)
+    return train(run, policy=str(policy), progress=False), Path(run.run_dir)
 
 
 def test_one_step_writes_metrics_config_revision_and_checkpoints(act_policy, tmp_path):
-    frame = train(_args(act_policy, tmp_path, steps=1))
-    saved = pd.read_parquet(tmp_path / "metrics.parquet")
+    frame, folder = _train(act_policy, tmp_path, steps=1)
+    saved = pd.read_parquet(folder / "metrics.parquet")
     pd.testing.assert_frame_equal(frame, saved)
     assert saved["step"].tolist() == [0]
     for name in ("accuracy", "admissible", "format"):
@@ -49,7 +59,7 @@ def test_one_step_writes_metrics_config_revision_and_checkpoints(act_policy, tmp
         assert column in saved.columns and saved[column].notna().all()
     assert saved["kl"].isna().all()  # kl_coef 0: no reference forward, so no KL to log
     # every response of the step, its rewards in the order the batch means were taken from
-    responses = pd.read_parquet(tmp_path / "rollouts.parquet")
+    responses = pd.read_parquet(folder / "rollouts.parquet")
     assert len(responses) == 16 and responses["step"].eq(0).all()
     assert responses.groupby("group").size().eq(4).all()  # G = 4 responses per prompt
     for name in ("accuracy", "admissible", "format"):
@@ -61,28 +71,33 @@ def test_one_step_writes_metrics_config_revision_and_checkpoints(act_policy, tmp
     assert saved["reward_parse_failures/accuracy"].iloc[0] == saved["reward_parse_failures/admissible"].iloc[0] == missing_tags
     assert saved["reward_parse_failures/format"].iloc[0] == 0.0
     assert 0.0 <= saved["density/format"].iloc[0] <= 1.0 and saved["weight/format"].iloc[0] >= 1.0
-    config = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    config = yaml.safe_load((folder / "config.yaml").read_text())
     assert config["method"] == "dara_sym" and config["group_size"] == 4 and config["task_options"] == ACT_OPTIONS
-    revision = (tmp_path / "git_revision.txt").read_text()
+    # the whole record: what decides the metrics (coordinates, every setting) and the policy, no bookkeeping switch
+    run = _run(tmp_path, steps=1)
+    assert config == {"task": "act_critic", "method": "dara_sym", "group_size": 4, "seed": 0,
+                      **{k: v for k, v in run.settings.items() if k not in ("wandb", "wandb_project")},
+                      "static_weights": None, "policy": str(act_policy)}
+    revision = (folder / "git_revision.txt").read_text()
     assert revision.startswith("revision: ") and "dirty: " in revision
     for step in (0, 1):
-        tokenizer, model = load_policy(tmp_path / "checkpoints" / f"step{step}")
+        tokenizer, model = load_policy(folder / "checkpoints" / f"step{step}")
         assert model.config.model_type == "qwen2"
     # dara.io's temporary names (.<name>.<random>.tmp<suffix>) are all gone
     assert not [path for path in tmp_path.rglob("*") if ".tmp" in path.name or path.name.endswith(".old")]
 
 
 def test_training_changes_the_policy(act_policy, tmp_path):
-    train(_args(act_policy, tmp_path, steps=2))
-    before = load_policy(tmp_path / "checkpoints" / "step0")[1].state_dict()
-    after = load_policy(tmp_path / "checkpoints" / "step2")[1].state_dict()
+    _, folder = _train(act_policy, tmp_path, steps=2)
+    before = load_policy(folder / "checkpoints" / "step0")[1].state_dict()
+    after = load_policy(folder / "checkpoints" / "step2")[1].state_dict()
     assert any(not torch.equal(before[k], after[k]) for k in before)
 
 
 @pytest.mark.parametrize("lr_warmup_updates", [0, 5])
 def test_a_killed_run_resumes_to_the_same_metrics(act_policy, tmp_path, monkeypatch, lr_warmup_updates):
     """With a warm-up too: the schedule follows the update's number, which a resumed run recomputes."""
-    reference = train(_args(act_policy, tmp_path / "uninterrupted", lr_warmup_updates=lr_warmup_updates))
+    reference, uninterrupted = _train(act_policy, tmp_path / "uninterrupted", lr_warmup_updates=lr_warmup_updates)
 
     real = trainer_module.compute_advantages
     calls = {"n": 0}
@@ -95,36 +110,37 @@ def test_a_killed_run_resumes_to_the_same_metrics(act_policy, tmp_path, monkeypa
 
     monkeypatch.setattr(trainer_module, "compute_advantages", dies_at_step_three)
     with pytest.raises(KeyboardInterrupt):
-        train(_args(act_policy, tmp_path / "resumed", lr_warmup_updates=lr_warmup_updates))
-    assert not (tmp_path / "resumed" / "metrics.parquet").exists()
-    assert (tmp_path / "resumed" / "state.pt").exists()
+        _train(act_policy, tmp_path / "resumed", lr_warmup_updates=lr_warmup_updates)
+    resumed_folder = Path(_run(tmp_path / "resumed").run_dir)
+    assert not (resumed_folder / "metrics.parquet").exists()
+    assert (resumed_folder / "state.pt").exists()
     monkeypatch.setattr(trainer_module, "compute_advantages", real)
-    resumed = train(_args(act_policy, tmp_path / "resumed", lr_warmup_updates=lr_warmup_updates))
+    resumed, _ = _train(act_policy, tmp_path / "resumed", lr_warmup_updates=lr_warmup_updates)
 
     assert calls["n"] == 4  # the resumed run redid only steps 2 and 3, with the real function
     columns = [c for c in reference.columns if c != "seconds"]
     pd.testing.assert_frame_equal(reference[columns], resumed[columns])
-    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "uninterrupted" / "rollouts.parquet"),
-                                  pd.read_parquet(tmp_path / "resumed" / "rollouts.parquet"))
+    pd.testing.assert_frame_equal(pd.read_parquet(uninterrupted / "rollouts.parquet"),
+                                  pd.read_parquet(resumed_folder / "rollouts.parquet"))
     # two updates a step: the learning rate of each step's last update, numbers 1, 3, 5, 7
     peak = default_settings()["learning_rate"]
     assert reference["learning_rate"].tolist() == pytest.approx(
         [peak * min(1, u / lr_warmup_updates) if lr_warmup_updates else peak for u in (1, 3, 5, 7)])
-    final_a = load_policy(tmp_path / "uninterrupted" / "checkpoints" / "step4")[1].state_dict()
-    final_b = load_policy(tmp_path / "resumed" / "checkpoints" / "step4")[1].state_dict()
+    final_a = load_policy(uninterrupted / "checkpoints" / "step4")[1].state_dict()
+    final_b = load_policy(resumed_folder / "checkpoints" / "step4")[1].state_dict()
     assert all(torch.equal(final_a[k], final_b[k]) for k in final_a)
 
 
 def test_resume_refuses_a_state_from_other_settings(act_policy, tmp_path):
-    train(_args(act_policy, tmp_path, steps=2))
+    _train(act_policy, tmp_path, steps=2)
     with pytest.raises(ValueError, match="other settings"):
-        train(_args(act_policy, tmp_path, steps=2, learning_rate=0.5))
+        _train(act_policy, tmp_path, steps=2, learning_rate=0.5)
 
 
 def test_gd2po_and_static_methods_run(act_policy, tmp_path):
-    frame = train(_args(act_policy, tmp_path / "gd2po", steps=1, method="gd2po_hard"))
+    frame, _ = _train(act_policy, tmp_path, steps=1, method="gd2po_hard")
     assert frame["loss_weight"].between(0, 1).all()
-    frame = train(_args(act_policy, tmp_path / "static", steps=1, method="static_asym", static_weights=[1, 1, 5]))
+    frame, _ = _train(act_policy, tmp_path, steps=1, method="static_asym", static_weights=[1, 1, 5])
     assert frame["weight/format"].tolist() == [5.0]
 
 
@@ -138,13 +154,13 @@ def test_gd2po_and_static_methods_run(act_policy, tmp_path):
 ])
 def test_bad_arguments_raise(overrides, message, tmp_path):
     with pytest.raises(ValueError, match=message):
-        _args("unused", tmp_path, **overrides)
+        TrainSettings.of(_run(tmp_path, **overrides))
 
 
 def test_learning_rate_warms_up_linearly_over_the_first_updates(tmp_path):
-    constant = _args("unused", tmp_path, learning_rate=0.01, lr_warmup_updates=0)
+    constant = TrainSettings.of(_run(tmp_path, learning_rate=0.01, lr_warmup_updates=0))
     assert [learning_rate(u, constant) for u in (0, 1, 5)] == [0.01] * 3
-    warm = _args("unused", tmp_path, learning_rate=0.01, lr_warmup_updates=4)
+    warm = TrainSettings.of(_run(tmp_path, learning_rate=0.01, lr_warmup_updates=4))
     assert [learning_rate(u, warm) for u in range(7)] == pytest.approx([0, 0.0025, 0.005, 0.0075, 0.01, 0.01, 0.01])
     assert learning_rate(2, warm) == warm.learning_rate / 2 and learning_rate(1000, warm) == warm.learning_rate
 
@@ -162,8 +178,8 @@ def test_wandb_receives_the_metrics_offline_without_a_key(act_policy, tmp_path, 
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
-    train(_args(act_policy, tmp_path, steps=1, wandb=True))
-    runs = list((tmp_path / "wandb").glob("offline-run-*"))
+    _, folder = _train(act_policy, tmp_path, steps=1, wandb=True)
+    runs = list((folder / "wandb").glob("offline-run-*"))
     assert len(runs) == 1
     assert list(runs[0].glob("*.wandb"))  # the offline log that `wandb sync` would upload
 
@@ -174,16 +190,16 @@ def _columns(frame):
 
 @pytest.mark.parametrize("kl_coef", [0.0, 0.05])
 def test_the_same_seed_gives_the_same_metrics_twice(act_policy, tmp_path, kl_coef):
-    first = train(_args(act_policy, tmp_path / "a", steps=3, kl_coef=kl_coef))
-    second = train(_args(act_policy, tmp_path / "b", steps=3, kl_coef=kl_coef))
+    first, _ = _train(act_policy, tmp_path / "a", steps=3, kl_coef=kl_coef)
+    second, _ = _train(act_policy, tmp_path / "b", steps=3, kl_coef=kl_coef)
     assert len(_columns(first)) > 20
     pd.testing.assert_frame_equal(first[_columns(first)], second[_columns(second)])  # every column, NaN == NaN
-    other_seed = train(_args(act_policy, tmp_path / "c", steps=3, kl_coef=kl_coef, seed=1))
+    other_seed, _ = _train(act_policy, tmp_path / "c", steps=3, kl_coef=kl_coef, seed=1)
     assert not first[_columns(first)].equals(other_seed[_columns(other_seed)])
 
 
 def test_a_kl_penalty_logs_the_kl_to_the_warm_start(act_policy, tmp_path):
-    frame = train(_args(act_policy, tmp_path, steps=3, kl_coef=0.05))
+    frame, _ = _train(act_policy, tmp_path, steps=3, kl_coef=0.05)
     assert frame["kl"].notna().all() and (frame["kl"] > -1e-8).all()  # k3 >= 0, up to float32 rounding
     # Step 0's policy is the reference: only float rounding between the sampler's and a fresh forward remains.
     assert abs(frame["kl"].iloc[0]) < 1e-8 and frame["kl"].iloc[-1] > 1e-4
@@ -261,21 +277,20 @@ def test_ppo_first_ratio_is_one_with_the_samplers_logprobs(act_policy, tmp_path,
         return real(model, optimizer, ref_logp, old_logp, batch, *args, **kwargs)
 
     monkeypatch.setattr(trainer_module, "ppo_update", checks_the_ratio)
-    train(_args(act_policy, tmp_path, steps=2))
+    _train(act_policy, tmp_path, steps=2)
     assert len(seen) == 2 and max(seen) < 1e-5
 
 
 def test_a_state_from_before_rollouts_parquet_trains_the_run_from_step_0(act_policy, tmp_path, capsys):
-    reference = train(_args(act_policy, tmp_path / "fresh", steps=2))
-    old = tmp_path / "old"
-    train(_args(act_policy, old, steps=2))
+    reference, fresh = _train(act_policy, tmp_path / "fresh", steps=2)
+    _, old = _train(act_policy, tmp_path / "old", steps=2)
     state = torch.load(old / "state.pt", weights_only=False)
     del state["rollouts"]  # as an earlier revision wrote it
     torch.save(state, old / "state.pt")
     (old / "metrics.parquet").unlink()
-    again = train(_args(act_policy, old, steps=2))
+    again, _ = _train(act_policy, tmp_path / "old", steps=2)
     assert "predates rollouts.parquet" in capsys.readouterr().err
     columns = [c for c in reference.columns if c != "seconds"]
     pd.testing.assert_frame_equal(reference[columns], again[columns])
     assert pd.read_parquet(old / "rollouts.parquet")["step"].tolist() == pd.read_parquet(
-        tmp_path / "fresh" / "rollouts.parquet")["step"].tolist()
+        fresh / "rollouts.parquet")["step"].tolist()

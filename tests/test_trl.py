@@ -385,14 +385,15 @@ def test_trl_config_maps_the_learning_rate_warm_up_to_transformers_schedule(tmp_
     from transformers import SchedulerType, get_constant_schedule_with_warmup, get_scheduler
 
     from dara.experiments import default_settings
-    from dara.tiny.trainer import TrainArgs, learning_rate
+    from dara.runs import Run
+    from dara.tiny.trainer import TrainSettings, learning_rate
     from dara.trl.train import trl_config
 
-    args = TrainArgs(**{**default_settings(), "task": "toolcall", "method": "gdpo", "policy": "unused",
-                        "out": str(tmp_path), "group_size": G, "seed": 0, "task_options": TOOLCALL_OPTIONS,
-                        "steps": 5, "minibatches": 2, "learning_rate": 0.01, "lr_warmup_updates": warmup,
-                        "progress": False})
-    config = trl_config(args, tmp_path / "trl")
+    run = Run(scale="trltest", backend="trl", task="toolcall", method="gdpo", group_size=G, seed=0,
+              results=str(tmp_path), settings={**default_settings(), "task_options": TOOLCALL_OPTIONS, "steps": 5,
+                                               "minibatches": 2, "learning_rate": 0.01, "lr_warmup_updates": warmup})
+    args = TrainSettings.of(run)
+    config = trl_config(run, tmp_path / "trl", progress=False)
     assert SchedulerType(config.lr_scheduler_type).value == ("constant_with_warmup" if warmup else "constant")
     assert config.warmup_steps == warmup and config.learning_rate == 0.01 and config.max_steps == 10
     expected = [learning_rate(update, args) for update in range(config.max_steps)]

@@ -22,9 +22,9 @@ from pathlib import Path
 import pandas as pd
 
 from dara.analysis.config import load_analysis_config
-from dara.evaluation.tiny import RunToEvaluate, evaluate_runs
-from dara.experiments import load_experiment, warm_start_settings
-from dara.runs import policy_dir
+from dara.evaluation.tiny import evaluate_runs
+from dara.experiments import load_experiment
+from dara.runs import WarmStart
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,18 +43,16 @@ def main(argv=None) -> None:
         raise SystemExit(f"analysis/config.yaml names no held-out correctness metric for task {args.task!r}")
     metric = correctness[args.task].removeprefix("metrics/")
     evaluation = dict(experiment["evaluation"])
-    settings = warm_start_settings(experiment, args.task)
-    policy = Path(policy_dir(experiment["scale"], args.task))
+    warm_start = WarmStart.of(experiment, args.task)
+    policy = Path(warm_start.policy)
     if not (policy / "config.json").is_file():
         raise SystemExit(f"no warm start under {policy}: run `snakemake {policy}/warmstart.json` first")
     plans = [(seed, 1) for seed in [evaluation["seed"], *range(1, args.seeds)]]
     plans.append((evaluation["seed"], evaluation["warm_start_samples"]))
     rows = []
-    warm_start = RunToEvaluate.warm_start(policy, args.task, settings["task_options"], settings["max_new_tokens"],
-                                          settings["seed"])
     with tempfile.TemporaryDirectory(prefix="dara-base-spread-") as scratch:
         for seed, samples in plans:
-            run = dataclasses.replace(warm_start, out_dir=Path(scratch) / f"seed{seed}-samples{samples}")
+            run = dataclasses.replace(warm_start, eval_dir=f"{scratch}/seed{seed}-samples{samples}")
             [path] = evaluate_runs([run], **{**evaluation, "seed": seed, "warm_start_samples": samples})
             value = json.loads(path.read_text())["metrics"][metric]
             rows.append({"task": args.task, "sampling_seed": seed, "samples_per_item": samples,

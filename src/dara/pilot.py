@@ -6,8 +6,9 @@ numbers that decide a setting (docs/tiny_scale.md, "Calibration").
 
 Settings resolve as for the target's runs (`dara.experiments.run_settings`); ``--set KEY=VALUE`` overrides a run
 setting and ``--option KEY=VALUE`` a task option (both parsed as YAML scalars), ``--group-size`` the target's G. The
-warm start is made once per ``--out`` folder (and reused while the task options are unchanged). For every run the
-pilot prints and writes ``<out>/pilot.csv``:
+``--out`` folder is a results tree of its own, in `dara.runs`' layout (``<out>/<scale>/policies/<task>``,
+``<out>/<scale>/runs/...``, ``<out>/<scale>/eval/...``). The warm start is made once per ``--out`` folder (and reused
+while the task options are unchanged). For every run the pilot prints and writes ``<out>/pilot.csv``:
 
 - step-0 density of each reward and the weight DARA gives it at those densities (the first rollout batch, before any
   update; computed from the densities whichever method the run trains with, so a GDPO pilot shows it too);
@@ -29,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import dataclasses
 import json
 import shlex
 import shutil
@@ -89,13 +89,15 @@ def summarise_run(metrics: pd.DataFrame, rewards: tuple[str, ...], crossings: li
     return out
 
 
-def _finished_run(run_dir: Path, args) -> pd.DataFrame | None:
-    """The metrics of a finished run in ``run_dir`` made with exactly ``args``' settings, else None."""
-    config, metrics = run_dir / "config.yaml", run_dir / "metrics.parquet"
+def _finished_run(run) -> pd.DataFrame | None:
+    """The metrics of a finished `dara.runs.Run` in its folder made with exactly its settings, else None."""
+    from dara.tiny.trainer import TrainSettings, resolved_config
+
+    config, metrics = Path(run.run_dir) / "config.yaml", Path(run.run_dir) / "metrics.parquet"
     if not (config.is_file() and metrics.is_file()):
         return None
     recorded = yaml.safe_load(config.read_text())
-    wanted = {**args.resolved(), "policy": args.policy}
+    wanted = {**resolved_config(run, TrainSettings.of(run)), "policy": run.policy_dir}
     return pd.read_parquet(metrics) if all(recorded.get(key) == value for key, value in wanted.items()) else None
 
 
@@ -123,22 +125,18 @@ def heldout_means(policy_dir: str | Path, task, n_items: int, max_new_tokens: in
     return out
 
 
-def pipeline_evaluation(runs: list[tuple[Path, Path]], evaluation: dict[str, Any]) -> list[dict[str, float]]:
+def pipeline_evaluation(runs: list, evaluation: dict[str, Any]) -> list[dict[str, float]]:
     """The pipeline's held-out metrics of the first and last checkpoints (``base_eval/`` and ``eval/``) of each
-    (run folder, evaluation folder), evaluated in one process (one BFCL scoring call for all)."""
-    from dara.evaluation.tiny import RunToEvaluate, evaluate_runs
+    `dara.runs.Run`, evaluated in one process (one BFCL scoring call for all)."""
+    from dara.evaluation.tiny import evaluate_runs
 
-    to_evaluate = []
-    for run_dir, eval_dir in runs:
-        run = RunToEvaluate.from_config(run_dir, eval_dir)
-        to_evaluate.append(dataclasses.replace(run, checkpoint_steps=(run.checkpoint_steps[0],
-                                                                       run.checkpoint_steps[-1])))
-    evaluate_runs(to_evaluate, **evaluation)  # resumes: checkpoints already evaluated are skipped
+    # resumes: checkpoints already evaluated are skipped
+    evaluate_runs(runs, **evaluation, first_and_last=True)
     found = []
-    for run in to_evaluate:
+    for run in runs:
         out = {}
-        for prefix, step in zip(("base_eval", "eval"), run.checkpoint_steps):
-            record = json.loads((run.out_dir / f"step{step}.json").read_text())
+        for prefix, step in zip(("base_eval", "eval"), (run.checkpoint_steps[0], run.checkpoint_steps[-1])):
+            record = json.loads(Path(run.eval_file(step)).read_text())
             out.update({f"{prefix}/{name}": float(value) for name, value in record["metrics"].items()})
         found.append(out)
     return found
@@ -179,8 +177,9 @@ def summary_table(pilot_csvs: list[Path]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     from dara.experiments import load_experiment, run_settings, warm_start_settings
+    from dara.runs import Run, policy_dir
     from dara.tasks import get_task
-    from dara.tiny.trainer import TrainArgs, train
+    from dara.tiny.trainer import train
     from dara.tiny.warmstart import warm_start
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -219,16 +218,21 @@ def main(argv: list[str] | None = None) -> None:
     given = sys.argv[1:] if argv is None else list(argv)
     (out / "command.txt").write_text("python -m dara.pilot " + shlex.join(given) + "\n")
 
+    # The pilot's folder is a results tree of its own (dara.runs' layout, rooted at --out).
+    def pilot_run(method: str, seed: int, settings: dict[str, Any]) -> Run:
+        return Run(scale=experiment["scale"], backend="tiny", task=task_name, method=method, group_size=group_size,
+                   seed=seed, settings=settings, scale_backend=experiment["backend"], results=str(out))
+
     warm = {**warm_start_settings(experiment, task_name), **_assignments(cli.warm, "--warm")}
     warm["max_new_tokens"] = overrides.get("max_new_tokens", warm["max_new_tokens"])
-    policy = out / "policy"
+    policy = Path(policy_dir(experiment["scale"], task_name, str(out)))
     stamp = json.dumps(warm, sort_keys=True, default=str)
     stamp_file = out / "warm_settings.json"
     if not ((policy / "warmstart.json").is_file() and stamp_file.is_file() and stamp_file.read_text() == stamp):
         warm_start(out=policy, **warm)
         stamp_file.write_text(stamp)
         for stale in ("runs", "eval"):  # runs of another warm start are not this pilot's
-            shutil.rmtree(out / stale, ignore_errors=True)
+            shutil.rmtree(out / experiment["scale"] / stale, ignore_errors=True)
     step0 = json.loads((policy / "warmstart.json").read_text())["step0"]
     print("warm start step 0:", {k: round(v, 3) for k, v in step0.items() if isinstance(v, float)})
 
@@ -242,25 +246,21 @@ def main(argv: list[str] | None = None) -> None:
     base = heldout_means(policy, task, cli.heldout, warm["max_new_tokens"], sampling) if cli.heldout else {}
     for method in cli.methods:
         settings = {**run_settings(experiment, cli.target, method), **overrides}
-        settings.pop("task_options")
         for seed in cli.seeds:
-            run_dir = out / "runs" / method / f"G{group_size}" / f"seed{seed}"
-            eval_dir = out / "eval" / method / f"G{group_size}" / f"seed{seed}"
-            args = TrainArgs(task=task_name, method=method, group_size=group_size, seed=seed, policy=str(policy),
-                             out=str(run_dir), progress=False, task_options=options, **settings)
-            metrics = _finished_run(run_dir, args)
+            run = pilot_run(method, seed, settings)
+            metrics = _finished_run(run)
             if metrics is None:
-                shutil.rmtree(run_dir, ignore_errors=True)  # another pilot's settings, or killed half-way
-                shutil.rmtree(eval_dir, ignore_errors=True)  # its evaluation was of the checkpoints just removed
-                metrics = train(args)
+                shutil.rmtree(run.run_dir, ignore_errors=True)  # another pilot's settings, or killed half-way
+                shutil.rmtree(run.eval_dir, ignore_errors=True)  # its evaluation was of the checkpoints just removed
+                metrics = train(run, progress=False)
             row = {"method": method, "G": group_size, "seed": seed,
                    **summarise_run(metrics, task.reward_names, crossings, settings["w_max"])}
             if cli.heldout:
                 row.update({f"base_{k}": v for k, v in base.items()})
-                final = run_dir / "checkpoints" / f"step{settings['steps']}"
+                final = run.checkpoint_dir(settings["steps"])
                 row.update(heldout_means(final, task, cli.heldout, settings["max_new_tokens"], sampling))
             rows.append(row)
-            evaluated.append((run_dir, eval_dir))
+            evaluated.append(run)
             print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}))
     if cli.evaluate:
         for row, metrics_of_run in zip(rows, pipeline_evaluation(evaluated, sampling)):

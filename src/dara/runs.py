@@ -9,7 +9,8 @@ project's results is built here and nowhere else:
     results/<scale>/policies/<task>/                                               the warm-start policy
 
 ``/<backend>`` appears only for a backend other than the scale's own (the TRL runs of a CPU scale:
-``results/tiny/trl/runs/...``). The Snakemake rules, the trainers, the verl launcher, the evaluation and the
+``results/tiny/trl/runs/...``). ``results`` is `Run.results`: the workflow's tree, or another folder for a run outside
+it (a calibration pilot's, a test's), laid out alike. The Snakemake rules, the trainers, the verl launcher, the evaluation and the
 analysis all ask this module; none of them writes a path pattern of its own.
 
     runs = run_matrix(load_experiment("tiny"))           # every distinct run of every target
@@ -34,7 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dara.experiments import ExperimentError, load_experiment, run_settings, target_backend, verl_run_settings
+from dara.experiments import (ExperimentError, load_experiment, run_settings, target_backend, verl_run_settings,
+                              warm_start_settings)
 
 RESULTS = "results"
 # The two folder patterns of a run; `Run` fills them in, `folder_patterns` gives them with Snakemake wildcards.
@@ -57,6 +59,9 @@ class Run:
     targets: tuple[str, ...] = field(default=(), compare=False)
     scale_backend: str = field(default="tiny", compare=False, repr=False)
     primary: bool = field(default=True, compare=False, repr=False)
+    results: str = field(default=RESULTS, repr=False)
+    """the results tree the run's folders lie in: the workflow's ``results`` (relative to where it runs), or
+    another folder for a run outside it (a calibration pilot, a test)"""
 
     # --- identity
     @property
@@ -72,8 +77,8 @@ class Run:
     # --- paths
     @property
     def root(self) -> str:
-        """``results/<scale>``, or ``results/<scale>/<backend>`` for a backend that is not the scale's own."""
-        base = f"{RESULTS}/{self.scale}"
+        """``<results>/<scale>``, or ``<results>/<scale>/<backend>`` for a backend that is not the scale's own."""
+        base = f"{self.results}/{self.scale}"
         return base if self.backend == self.scale_backend else f"{base}/{self.backend}"
 
     def _fill(self, pattern: str) -> str:
@@ -100,7 +105,14 @@ class Run:
     @property
     def policy_dir(self) -> str | None:
         """The warm-start policy the CPU backends start from (None for a hub model)."""
-        return policy_dir(self.scale, self.task) if self.backend in ("tiny", "trl") else None
+        return policy_dir(self.scale, self.task, self.results) if self.backend in ("tiny", "trl") else None
+
+    @property
+    def max_new_tokens(self) -> int:
+        """The response length cap: the CPU trainers' ``max_new_tokens``, verl's ``data.max_response_length``."""
+        if self.backend == "verl":
+            return int(self.settings["verl"]["data.max_response_length"])
+        return int(self.settings["max_new_tokens"])
 
     def checkpoint_dir(self, step: int) -> str:
         return f"{self.run_dir}/checkpoints/step{step}"
@@ -130,8 +142,12 @@ class Run:
     def to_json(self) -> str:
         """The run as its job receives it, settings included, as one JSON object (keys sorted: the same run, the
         same text). ``targets`` and ``primary`` are left out: they say which sweeps list the run, not what it
-        computes, so adding a target that shares a run does not rerun it (the JSON is the job's params)."""
-        return json.dumps({name: getattr(self, name) for name in _JOB_FIELDS}, sort_keys=True, allow_nan=False)
+        computes, so adding a target that shares a run does not rerun it (the JSON is the job's params).
+        ``results`` is written only where it is not the workflow's own tree, which every workflow job's run is in."""
+        fields = {name: getattr(self, name) for name in _JOB_FIELDS}
+        if self.results != RESULTS:
+            fields["results"] = self.results
+        return json.dumps(fields, sort_keys=True, allow_nan=False)
 
     @classmethod
     def from_json(cls, text: str) -> "Run":
@@ -142,15 +158,17 @@ class Run:
             raise ValueError(f"a serialised run must be a JSON object (Run.to_json): {error}") from None
         if not isinstance(data, dict):
             raise ValueError(f"a serialised run must be a JSON object (Run.to_json), got {type(data).__name__}")
-        unknown, missing = sorted(set(data) - set(_JOB_FIELDS)), sorted(set(_JOB_FIELDS) - set(data))
+        unknown = sorted(set(data) - set(_JOB_FIELDS) - {"results"})
+        missing = sorted(set(_JOB_FIELDS) - set(data))
         if unknown or missing:
             raise ValueError(f"serialised run: unknown fields {unknown}, missing fields {missing} (Run.to_json "
-                             f"writes {sorted(_JOB_FIELDS)})")
+                             f"writes {sorted(_JOB_FIELDS)}, and results where it is not {RESULTS!r})")
         return cls(**data)
 
 
-# What a job receives of a run (`Run.to_json`): every field but the sweeps that list it.
-_JOB_FIELDS = tuple(f.name for f in dataclasses.fields(Run) if f.name not in ("targets", "primary"))
+# What a job receives of a run (`Run.to_json`): every field but the sweeps that list it (and the results tree, which
+# is written only where it is not the workflow's own).
+_JOB_FIELDS = tuple(f.name for f in dataclasses.fields(Run) if f.name not in ("targets", "primary", "results"))
 
 
 def folder_patterns(scale: str) -> dict[str, str]:
@@ -178,9 +196,51 @@ def most_common_group_size(group_sizes: Iterable[int]) -> int:
     return min(g for g, n in counts.items() if n == most)
 
 
-def policy_dir(scale: str, task: str) -> str:
+def policy_dir(scale: str, task: str, results: str = RESULTS) -> str:
     """A task's warm-start policy (tokenizer + model, save_pretrained) and its warmstart.json."""
-    return f"{RESULTS}/{scale}/policies/{task}"
+    return f"{results}/{scale}/policies/{task}"
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """A task's warm-start policy as the evaluation sees it: a policy, not a run, but evaluated by the same code as
+    a run's checkpoints (`dara.evaluation.tiny.evaluate_runs`). Its one checkpoint, step 0, is the policy folder
+    (`policy_dir`); its evaluation goes to ``<policy>/heldout_eval/step0.json`` unless ``eval_dir`` says otherwise.
+    Its evaluation records carry method ``warm_start``, G 0 and the warm start's own seed."""
+
+    policy: str
+    task: str
+    settings: dict[str, Any]
+    """the task's warm-start settings (`dara.experiments.warm_start_settings`): task_options, max_new_tokens, seed"""
+    eval_dir: str = ""
+    method = "warm_start"
+    group_size = 0
+    checkpoint_steps = (0,)
+
+    def __post_init__(self):
+        if not self.eval_dir:
+            object.__setattr__(self, "eval_dir", f"{self.policy}/heldout_eval")
+
+    @classmethod
+    def of(cls, experiment: dict[str, Any], task: str, results: str = RESULTS) -> "WarmStart":
+        """The experiment's warm start of ``task``, at its place in the results tree."""
+        return cls(policy_dir(experiment["scale"], task, results), task, warm_start_settings(experiment, task))
+
+    @property
+    def seed(self) -> int:
+        return int(self.settings["seed"])
+
+    @property
+    def max_new_tokens(self) -> int:
+        return int(self.settings["max_new_tokens"])
+
+    def checkpoint_dir(self, step: int) -> str:
+        if step != 0:
+            raise ValueError(f"a warm start has one checkpoint, step 0, not step {step}")
+        return self.policy
+
+    def eval_file(self, step: int) -> str:
+        return f"{self.eval_dir}/step{step}.json"
 
 
 # The last four folders of a run or evaluation folder name the run; the analysis reads runs by them.
@@ -269,15 +329,18 @@ def find_run(experiment: dict[str, Any], task_dir: str, method: str, group_size:
 
 
 def find_run_by_dir(experiment: dict[str, Any], run_dir: str | Path) -> Run:
-    """The run whose folder is ``run_dir`` (relative to the repository root, or ending in the run's folder)."""
+    """The run whose folder is ``run_dir``: relative to the workflow's directory (``results/...``), or any path that
+    ends in the run's folder, whose prefix then places the run's results tree."""
     where = parse_run_dir(run_dir)
     if where["scale"] != experiment["scale"]:
         raise ExperimentError(f"{run_dir} is a run folder of scale {where['scale']!r}, not {experiment['scale']!r}")
     run = find_run(experiment, where["task_dir"], where["method"], where["group_size"], where["seed"],
                    backend=where["backend"] or experiment["backend"])
-    if not Path(run_dir).as_posix().rstrip("/").endswith(run.run_dir):
+    typed = Path(run_dir).as_posix().rstrip("/")
+    if not (typed == run.run_dir or typed.endswith("/" + run.run_dir)):
         raise ExperimentError(f"{run_dir} is not the folder of run {run.name} ({run.run_dir})")
-    return run
+    prefix = typed[: -len(run.run_dir)]
+    return dataclasses.replace(run, results=prefix + run.results) if prefix else run
 
 
 def add_run_arguments(parser: argparse.ArgumentParser):

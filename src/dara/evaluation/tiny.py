@@ -43,13 +43,11 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from dara.io import write_json_atomic
 from dara.provenance import git_revision
-from dara.runs import cpu_checkpoint_steps
+from dara.runs import Run, WarmStart
 
 
 def default_bfcl_python() -> Path:
@@ -132,65 +130,15 @@ def task_metrics(task, items: Sequence[Mapping], texts: Sequence[str], lengths: 
     return {}
 
 
-@dataclass(frozen=True)
-class RunToEvaluate:
-    """What evaluating one run needs: its folders, task, coordinates, checkpoint steps and response length cap."""
-
-    run_dir: Path
-    out_dir: Path
-    task: str
-    task_options: dict[str, Any]
-    method: str
-    group_size: int
-    seed: int
-    checkpoint_steps: tuple[int, ...]
-    max_new_tokens: int
-    is_warm_start: bool = False
-    """the warm-start policy itself: ``run_dir`` is its folder, its only checkpoint (step 0)"""
-
-    def checkpoint_dir(self, step: int) -> Path:
-        return self.run_dir if self.is_warm_start else self.run_dir / "checkpoints" / f"step{step}"
-
-    @classmethod
-    def warm_start(cls, policy_dir: Path, task: str, task_options: Mapping[str, Any], max_new_tokens: int,
-                   seed: int) -> "RunToEvaluate":
-        """A task's warm-start policy (``dara.runs.policy_dir``), evaluated into ``<policy_dir>/heldout_eval/``."""
-        return cls(Path(policy_dir), Path(policy_dir) / "heldout_eval", task, dict(task_options), "warm_start", 0,
-                   seed, (0,), int(max_new_tokens), is_warm_start=True)
-
-    @classmethod
-    def from_run(cls, run) -> "RunToEvaluate":
-        """A `dara.runs.Run` of any backend whose checkpoints are Hugging Face folders of a tiny policy: the CPU
-        trainers' (tiny, TRL) and verl's on CPU (its response cap is verl's ``data.max_response_length``)."""
-        if run.backend == "verl":
-            max_new_tokens = run.settings["verl"]["data.max_response_length"]
-        else:
-            max_new_tokens = run.settings["max_new_tokens"]
-        return cls(Path(run.run_dir), Path(run.eval_dir), run.task, dict(run.settings["task_options"]), run.method,
-                   run.group_size, run.seed, tuple(run.checkpoint_steps), int(max_new_tokens))
-
-    @classmethod
-    def from_config(cls, run_dir: Path, out_dir: Path) -> "RunToEvaluate":
-        """A CPU trainer's run folder, read from the ``config.yaml`` it wrote (no experiment file needed)."""
-        import yaml
-
-        config_path = Path(run_dir) / "config.yaml"
-        if not config_path.is_file():
-            raise FileNotFoundError(f"{run_dir} has no config.yaml: not a training run folder")
-        config = yaml.safe_load(config_path.read_text())
-        for key in ("task", "method", "group_size", "seed", "steps", "eval_every", "max_new_tokens"):
-            if key not in config:
-                raise ValueError(f"{config_path} lacks {key!r}")
-        return cls(Path(run_dir), Path(out_dir), config["task"], config.get("task_options", {}), config["method"],
-                   config["group_size"], config["seed"],
-                   tuple(cpu_checkpoint_steps(config["steps"], config["eval_every"])), config["max_new_tokens"])
-
-
-def evaluate_runs(runs: Sequence[RunToEvaluate], *, heldout_items: int, samples: int, warm_start_samples: int,
+def evaluate_runs(runs: Sequence[Run | WarmStart], *, heldout_items: int, samples: int, warm_start_samples: int,
                   temperature: float, top_p: float, seed: int, bfcl_python: Path | None = None,
-                  warm_start_evals: Sequence[Path] = ()) -> list[Path]:
+                  warm_start_evals: Sequence[Path] = (), first_and_last: bool = False) -> list[Path]:
     """Evaluate every checkpoint of several runs in one process, with an experiment's ``evaluation`` settings
     (heldout_items, samples, warm_start_samples for step 0, temperature, top_p, seed).
+
+    ``runs``: `dara.runs.Run` of any backend whose checkpoints are Hugging Face folders of a tiny policy (the CPU
+    trainers' and verl's on CPU), or a `dara.runs.WarmStart` policy; ``first_and_last``: only each run's first and
+    last checkpoint (a pilot's before and after).
 
     Importing torch and bfcl-eval costs seconds per process, more than a tiny run's generation, so one job
     evaluates a seed group and every tool-calling output of all its checkpoints goes to one bfcl-eval subprocess.
@@ -216,8 +164,11 @@ def evaluate_runs(runs: Sequence[RunToEvaluate], *, heldout_items: int, samples:
     bfcl_cases: list[dict] = []
     generated: dict[str, tuple[list[str], list[int]]] = {}
     for run_number, run in enumerate(runs):
+        steps = list(run.checkpoint_steps)
+        if first_and_last:
+            steps = sorted({steps[0], steps[-1]})
         run_written, run_pending, run_cases = _generate_run(
-            run, f"run{run_number}/", heldout_items, samples, warm_start_samples, temperature, top_p, seed,
+            run, steps, f"run{run_number}/", heldout_items, samples, warm_start_samples, temperature, top_p, seed,
             generated, shared)
         written += run_written
         pending.update({(run_number, step): value for step, value in run_pending.items()})
@@ -265,7 +216,8 @@ def _checkpoint_digest(checkpoint: Path) -> str:
     return digest.hexdigest()
 
 
-def _generate_run(run: RunToEvaluate, case_prefix: str, heldout_items: int, samples: int, warm_start_samples: int,
+def _generate_run(run: Run | WarmStart, steps: Sequence[int], case_prefix: str, heldout_items: int, samples: int,
+                  warm_start_samples: int,
                   temperature: float, top_p: float, seed: int, generated: dict[str, tuple[list[str], list[int]]],
                   shared: Mapping[str, tuple[Path, dict]]):
     """Generate and score one run's unevaluated checkpoints; BFCL cases are returned for batch scoring.
@@ -274,18 +226,19 @@ def _generate_run(run: RunToEvaluate, case_prefix: str, heldout_items: int, samp
     from dara.tasks import get_task
     from dara.tiny.policy import generate, load_policy
 
-    task = get_task(run.task, **run.task_options)
+    task_options = run.settings["task_options"]
+    task = get_task(run.task, **task_options)
     items = task.items("heldout", heldout_items, seed=0)
     tool_task = run.task in ("toolcall", "toolcall3")
     written, pending, bfcl_cases = [], {}, []
     revision = git_revision()  # the sampler and scorers are code: a result says which code made it
     coordinates = {"task": run.task, "method": run.method, "group_size": run.group_size, "seed": run.seed}
-    for step in run.checkpoint_steps:
-        target = run.out_dir / f"step{step}.json"
+    for step in steps:
+        target = Path(run.eval_file(step))
         written.append(target)
         if target.exists():
             continue
-        checkpoint = run.checkpoint_dir(step)
+        checkpoint = Path(run.checkpoint_dir(step))
         if not (checkpoint / "config.json").is_file():
             raise FileNotFoundError(f"no Hugging Face checkpoint (config.json) under {checkpoint}")
         per_item = warm_start_samples if step == 0 else samples
@@ -295,7 +248,7 @@ def _generate_run(run: RunToEvaluate, case_prefix: str, heldout_items: int, samp
         sampling = {"temperature": temperature, "top_p": top_p, "seed": seed if step == 0 else seed + run.seed,
                     "max_new_tokens": run.max_new_tokens}
         digest = _checkpoint_digest(checkpoint)
-        key = json.dumps([digest, run.task, run.task_options, len(items), per_item, sampling], sort_keys=True)
+        key = json.dumps([digest, run.task, task_options, len(items), per_item, sampling], sort_keys=True)
         if key in shared:
             source, record = shared[key]
             pending[step] = (target, {**record, **coordinates, "step": step, "checkpoint": str(checkpoint),
@@ -322,8 +275,8 @@ def _generate_run(run: RunToEvaluate, case_prefix: str, heldout_items: int, samp
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from dara.experiments import load_experiment, warm_start_settings
-    from dara.runs import add_run_arguments, policy_dir, runs_from_arguments
+    from dara.experiments import load_experiment
+    from dara.runs import add_run_arguments, runs_from_arguments
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     # --experiment also gives --warm-start's policy, and the evaluation settings unless --evaluation does
@@ -342,12 +295,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     except json.JSONDecodeError as error:
         parser.error(f"--evaluation must be the evaluation settings as a JSON object: {error}")
     if args.warm_start:
-        settings = warm_start_settings(experiment, args.warm_start)
-        to_evaluate = [RunToEvaluate.warm_start(policy_dir(experiment["scale"], args.warm_start), args.warm_start,
-                                                settings["task_options"], settings["max_new_tokens"],
-                                                settings["seed"])]
+        to_evaluate = [WarmStart.of(experiment, args.warm_start)]
     else:
-        to_evaluate = [RunToEvaluate.from_run(run) for run in runs_from_arguments(args, parser)]
+        to_evaluate = runs_from_arguments(args, parser)
     evaluate_runs(to_evaluate, bfcl_python=args.bfcl_python, warm_start_evals=args.warm_start_eval, **evaluation)
 
 

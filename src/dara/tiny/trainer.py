@@ -45,24 +45,12 @@ from dara.tasks import get_task
 from dara.tiny.policy import decode_responses, load_policy, rollout, save_policy, token_logprobs
 
 
-@dataclass
-class TrainArgs:
-    """One run's arguments. The settings have no defaults here: their one home is the experiment schema
-    (``src/dara/schemas/experiment.schema.json``), and `from_run` takes them from a run's resolved settings."""
+@dataclass(frozen=True)
+class TrainSettings:
+    """The settings of a CPU trainer's run, typed: a view of `dara.runs.Run.settings` (`of`). The run itself (task,
+    method, G, seed, folders) is the `Run`; the settings have no defaults here: their one home is the experiment
+    schema (``src/dara/schemas/experiment.schema.json``), filled in by `dara.experiments.load_experiment`."""
 
-    # --- the run
-    task: str
-    """task name (``dara.tasks.TASK_NAMES``)"""
-    method: str
-    """advantage method (``dara.methods.METHODS``)"""
-    policy: str
-    """warm-start checkpoint folder (tokenizer + model, ``save_pretrained`` format)"""
-    out: str
-    """run folder: config.yaml, git_revision.txt, metrics.parquet, rollouts.parquet, checkpoints/, state.pt"""
-    group_size: int
-    """responses sampled per prompt (G)"""
-    seed: int
-    """seeds torch, numpy and Python: sampling, prompt order, minibatch order"""
     task_options: dict[str, Any]
     """keyword arguments of the task (``dara.tasks.get_task``), e.g. ``format_rate``"""
     # --- rollouts
@@ -107,50 +95,52 @@ class TrainArgs:
     """wandb project name"""
     static_weights: list[float] | None = None
     """fixed channel weights of static_sym / static_asym (one per reward, each >= 1); None for the other methods"""
-    progress: bool = True
-    """tqdm progress bar on stderr"""
 
-    def __post_init__(self):
-        method = get_method(self.method)  # raises on an unknown method
-        if self.group_size < 2:
-            raise ValueError(f"group_size must be >= 2, got {self.group_size}")
-        if self.responses_per_step % self.group_size:
-            raise ValueError(f"responses_per_step={self.responses_per_step} is not a multiple of "
-                             f"group_size={self.group_size}")
-        if self.steps < 1 or self.minibatches < 1 or self.eval_every < 1 or self.state_every < 1:
+    @classmethod
+    def of(cls, run) -> "TrainSettings":
+        """The settings of a `dara.runs.Run` of a CPU trainer, checked against its method and group size."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(run.settings) - names)
+        missing = sorted(f.name for f in dataclasses.fields(cls)
+                         if f.name not in run.settings and f.default is dataclasses.MISSING)
+        if unknown or missing:
+            raise ValueError(f"run {run.name}: settings {unknown} are not a CPU trainer's, {missing} are missing "
+                             f"(dara.experiments.run_settings resolves them)")
+        settings = cls(**run.settings)
+        method = get_method(run.method)  # raises on an unknown method
+        if run.group_size < 2:
+            raise ValueError(f"group_size must be >= 2, got {run.group_size}")
+        if settings.responses_per_step % run.group_size:
+            raise ValueError(f"responses_per_step={settings.responses_per_step} is not a multiple of "
+                             f"group_size={run.group_size}")
+        if min(settings.steps, settings.minibatches, settings.eval_every, settings.state_every) < 1:
             raise ValueError("steps, minibatches, eval_every and state_every must be >= 1")
-        if self.lr_warmup_updates < 0:
-            raise ValueError(f"lr_warmup_updates must be >= 0, got {self.lr_warmup_updates}")
-        if self.responses_per_step % self.minibatches:
-            raise ValueError(f"responses_per_step={self.responses_per_step} is not a multiple of "
-                             f"minibatches={self.minibatches}")
-        if method.needs_static_weights != (self.static_weights is not None):
+        if settings.lr_warmup_updates < 0:
+            raise ValueError(f"lr_warmup_updates must be >= 0, got {settings.lr_warmup_updates}")
+        if settings.responses_per_step % settings.minibatches:
+            raise ValueError(f"responses_per_step={settings.responses_per_step} is not a multiple of "
+                             f"minibatches={settings.minibatches}")
+        if method.needs_static_weights != (settings.static_weights is not None):
             raise ValueError(f"static_weights must be set for static_sym/static_asym and only for them "
-                             f"(method {self.method!r}, static_weights {self.static_weights!r})")
+                             f"(method {run.method!r}, static_weights {settings.static_weights!r})")
+        return settings
 
     @property
     def estimator_options(self) -> EstimatorOptions:
         return EstimatorOptions(w_max=self.w_max, batch_norm=self.batch_norm, static_weights=self.static_weights)
 
-    @classmethod
-    def from_run(cls, run, policy: str | None = None, progress: bool = True) -> "TrainArgs":
-        """The arguments of a `dara.runs.Run` (its resolved settings, folder and warm-start policy)."""
-        return cls(task=run.task, method=run.method, group_size=run.group_size, seed=run.seed,
-                   policy=policy or run.policy_dir, out=run.run_dir, progress=progress, **run.settings)
 
-    @property
-    def run_name(self) -> str:
-        return f"{self.task}-{self.method}-G{self.group_size}-seed{self.seed}"
-
-    def resolved(self) -> dict[str, Any]:
-        """The settings that decide the metrics (bookkeeping switches left out), for config.yaml and resume checks."""
-        values = dataclasses.asdict(self)
-        for key in ("out", "policy", "progress", "wandb", "wandb_project"):
-            values.pop(key)
-        return values
+def resolved_config(run, settings: TrainSettings) -> dict[str, Any]:
+    """What decides a CPU run's metrics, for its config.yaml and the resume check: the run's task, method, G and
+    seed and its settings, the bookkeeping switches (wandb) left out."""
+    values = {"task": run.task, "method": run.method, "group_size": run.group_size, "seed": run.seed,
+              **dataclasses.asdict(settings)}
+    for key in ("wandb", "wandb_project"):
+        values.pop(key)
+    return values
 
 
-def learning_rate(update: int, args: TrainArgs) -> float:
+def learning_rate(update: int, args: TrainSettings) -> float:
     """The learning rate of optimizer update number ``update`` (0-based): linear warm-up from 0, then constant, as
     the constant-with-warm-up schedules of transformers (TRL) and verl (``update / warm-up``, so update 0 only fills
     Adam's moments). A fresh AdamW's first updates move every weight by about the learning rate whatever the
@@ -160,7 +150,7 @@ def learning_rate(update: int, args: TrainArgs) -> float:
     return args.learning_rate * min(1.0, update / args.lr_warmup_updates)
 
 
-def ppo_update(model, optimizer, ref_logp, old_logp, batch, advantages, loss_weights, args: TrainArgs,
+def ppo_update(model, optimizer, ref_logp, old_logp, batch, advantages, loss_weights, args: TrainSettings,
                first_update: int = 0):
     """One epoch of PPO-clip over ``args.minibatches`` shuffled minibatches; returns clip fraction and entropy.
 
@@ -208,30 +198,36 @@ def _train_pool(task_name: str, options_json: str, size: int) -> tuple[dict[str,
     return tuple(get_task(task_name, **json.loads(options_json)).items("train", size, seed=0))
 
 
-def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported lazily
+def train(run, *, policy: str | None = None, progress: bool = True) -> "pd.DataFrame":  # noqa: F821 - pandas lazily
+    """Train one `dara.runs.Run` of the tiny backend into its folder, from its warm-start policy (``policy``: another
+    folder), resuming from the folder's ``state.pt``; returns the metrics frame (also written to metrics.parquet).
+    ``progress``: a tqdm bar on stderr."""
     import pandas as pd
 
+    args = TrainSettings.of(run)
+    policy = policy or run.policy_dir
     torch.set_num_threads(1)
-    out = Path(args.out)
+    out = Path(run.run_dir)
     (out / "checkpoints").mkdir(parents=True, exist_ok=True)
-    write_run_provenance(out, {**args.resolved(), "policy": args.policy})
+    config = resolved_config(run, args)
+    write_run_provenance(out, {**config, "policy": policy})
 
-    task = get_task(args.task, **args.task_options)
-    prompts_per_step = args.responses_per_step // args.group_size
-    pool = _train_pool(args.task, json.dumps(args.task_options, sort_keys=True), args.prompt_pool)
+    task = get_task(run.task, **args.task_options)
+    prompts_per_step = args.responses_per_step // run.group_size
+    pool = _train_pool(run.task, json.dumps(args.task_options, sort_keys=True), args.prompt_pool)
     if prompts_per_step > len(pool):
         raise ValueError(f"{prompts_per_step} prompts per step but a pool of {len(pool)}")
-    tokenizer, model = load_policy(args.policy)
+    tokenizer, model = load_policy(policy)
     # The warm-start policy is only needed for a KL penalty; with kl_coef 0 its forward would buy nothing.
     reference = copy.deepcopy(model).eval() if args.kl_coef else None
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate, weight_decay=0.0)
 
     # Seeds first; a resume state then overwrites model, optimizer and every RNG with the saved ones.
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
-    prompt_rng = np.random.default_rng(args.seed)
+    random.seed(run.seed)
+    np.random.seed(run.seed)
+    torch.manual_seed(run.seed)
+    prompt_rng = np.random.default_rng(run.seed)
     rows: list[dict[str, float]] = []
     rollouts: list[dict[str, np.ndarray]] = []  # per step: every response's step, group, rewards, length, advantage
     start = 0
@@ -242,7 +238,7 @@ def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported la
         print(f"{state_path} predates rollouts.parquet; training this run from step 0", file=sys.stderr)
         state = None
     if state is not None:
-        if state["args"] != args.resolved():
+        if state["args"] != config:
             raise ValueError(f"{state_path} was written by a run with other settings; delete it to start over")
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
@@ -253,23 +249,23 @@ def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported la
         rows, rollouts, start = state["rows"], state["rollouts"], state["step"]
         print(f"{out}: resuming from its state at step {start}", file=sys.stderr)
 
-    run = None
+    wandb_run = None
     if args.wandb:
         import wandb
 
         os.environ.setdefault("WANDB_MODE", "offline")
-        run = wandb.init(project=args.wandb_project, name=args.run_name, config=args.resolved(), dir=str(out),
-                         id=args.run_name, resume="allow")
+        wandb_run = wandb.init(project=args.wandb_project, name=run.name, config=config, dir=str(out),
+                               id=run.name, resume="allow")
 
     eval_steps = set(cpu_checkpoint_steps(args.steps, args.eval_every))
     from tqdm import tqdm
 
-    bar = tqdm(range(start, args.steps + 1), desc=args.run_name, disable=not args.progress, mininterval=2)
+    bar = tqdm(range(start, args.steps + 1), desc=run.name, disable=not progress, mininterval=2)
     for step in bar:
         if step in eval_steps:
             save_policy(model, tokenizer, out / "checkpoints" / f"step{step}")
         if step % args.state_every == 0 and step > start:
-            state = {"args": args.resolved(), "step": step, "rows": rows, "rollouts": rollouts,
+            state = {"args": config, "step": step, "rows": rows, "rollouts": rollouts,
                      "model": model.state_dict(),
                      "optimizer": optimizer.state_dict(), "torch_rng": torch.get_rng_state(),
                      "numpy_rng": np.random.get_state(), "python_rng": random.getstate(),
@@ -281,7 +277,7 @@ def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported la
 
         # 1. Rollouts: G responses for each of this step's prompts.
         chosen = prompt_rng.choice(len(pool), size=prompts_per_step, replace=False)
-        items = [pool[i] for i in chosen for _ in range(args.group_size)]
+        items = [pool[i] for i in chosen for _ in range(run.group_size)]
         batch = rollout(model, tokenizer, [item["prompt"] for item in items], max_new_tokens=args.max_new_tokens,
                         temperature=args.temperature)
         texts, lengths = decode_responses(tokenizer, batch)
@@ -289,8 +285,8 @@ def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported la
         # 2. Rewards, one column per reward, and the method's advantages.
         scored = task.score_outcomes(texts, items, lengths)
         rewards = scored.rewards
-        groups = np.repeat(np.arange(prompts_per_step), args.group_size)
-        result = compute_advantages(args.method, rewards, groups, args.estimator_options,
+        groups = np.repeat(np.arange(prompts_per_step), run.group_size)
+        result = compute_advantages(run.method, rewards, groups, args.estimator_options,
                                     lengths=lengths if args.batch_norm == "token" else None,
                                     channel_names=task.reward_names)
 
@@ -325,12 +321,12 @@ def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported la
         rollouts.append({"step": np.full(len(texts), step), "group": groups,
                          **{name: rewards[:, k] for k, name in enumerate(task.reward_names)},
                          "response_length": np.asarray(lengths), "advantage": result.advantages.numpy()})
-        if run is not None:
-            run.log(row, step=step)
+        if wandb_run is not None:
+            wandb_run.log(row, step=step)
         bar.set_postfix({name: f"{row[f'reward/{name}']:.2f}" for name in task.reward_names}, refresh=False)
 
-    if run is not None:
-        run.finish()
+    if wandb_run is not None:
+        wandb_run.finish()
     responses = pd.concat([pd.DataFrame(part) for part in rollouts], ignore_index=True)
     replace_atomically(out / "rollouts.parquet", lambda p: responses.to_parquet(p, index=False))
     frame = pd.DataFrame(rows)
@@ -342,23 +338,21 @@ def train(args: TrainArgs) -> "pd.DataFrame":  # noqa: F821 - pandas imported la
 def train_from_command_line(description: str, argv, backend: str, train_run) -> None:
     """The command line of every CPU trainer: the runs (``--run JSON ...`` as the workflow passes them, or
     ``--experiment X --run-dir ...``; `dara.runs.add_run_arguments`), ``--policy``, ``--no-progress``; trains each
-    run of ``backend`` with ``train_run(TrainArgs)``, one after the other, into its folder (under the working
-    directory, or the ``--run-dir`` given)."""
+    run of ``backend`` with ``train_run(run, policy=..., progress=...)``, one after the other, into its folder."""
     from dara.runs import add_run_arguments, runs_from_arguments
 
     parser = argparse.ArgumentParser(description=description)
     add_run_arguments(parser)
-    parser.add_argument("--policy", default=None, help="warm-start folder (default: the run's, dara.runs.policy_dir)")
+    parser.add_argument("--policy", default=None, help="warm-start folder (default: the run's, dara.runs.policy_dir, "
+                                                       "in the results tree of a --run-dir typed with a prefix)")
     parser.add_argument("--no-progress", action="store_true")
     cli = parser.parse_args(argv)
     runs = runs_from_arguments(cli, parser)
     for run in runs:
         if run.backend != backend:
             parser.error(f"{run.run_dir} is a run of the {run.backend!r} backend, not of {backend!r}")
-    folders = cli.run_dir or [run.run_dir for run in runs]  # a folder typed by hand may have a prefix
-    for run, folder in zip(runs, folders):
-        args = TrainArgs.from_run(run, policy=cli.policy, progress=not cli.no_progress)
-        train_run(dataclasses.replace(args, out=str(folder)))
+    for run in runs:
+        train_run(run, policy=cli.policy, progress=not cli.no_progress)
 
 
 def main(argv: list[str] | None = None) -> None:

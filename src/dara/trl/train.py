@@ -37,7 +37,7 @@ from dara.rewards.outcome import parse_failure_metrics
 from dara.runs import cpu_checkpoint_steps
 from dara.tasks import Task, get_task
 from dara.tiny.policy import load_policy, save_policy
-from dara.tiny.trainer import TrainArgs, train_from_command_line
+from dara.tiny.trainer import TrainSettings, resolved_config, train_from_command_line
 from dara.advantages import METRIC_PREFIX
 from dara.trl.trainer import DaraGRPOConfig, DaraGRPOTrainer
 
@@ -88,13 +88,14 @@ class TaskRewards:
         return self._cached
 
 
-def trl_config(args: TrainArgs, output_dir: str | Path) -> DaraGRPOConfig:
-    """TRL's settings for a tiny-trainer run (see the module docstring)."""
+def trl_config(run, output_dir: str | Path, progress: bool = True) -> DaraGRPOConfig:
+    """TRL's settings for a `dara.runs.Run` of a CPU trainer (see the module docstring); ``progress``: TRL's bar."""
+    args = TrainSettings.of(run)
     return DaraGRPOConfig(
-        output_dir=str(output_dir), seed=args.seed, data_seed=args.seed, use_cpu=True, bf16=False, fp16=False,
+        output_dir=str(output_dir), seed=run.seed, data_seed=run.seed, use_cpu=True, bf16=False, fp16=False,
         gradient_checkpointing=False, per_device_train_batch_size=args.responses_per_step // args.minibatches,
         gradient_accumulation_steps=1, steps_per_generation=args.minibatches, num_iterations=1,
-        num_generations=args.group_size, max_steps=args.steps * args.minibatches,
+        num_generations=run.group_size, max_steps=args.steps * args.minibatches,
         max_completion_length=args.max_new_tokens, temperature=args.temperature, top_p=1.0, top_k=0,
         learning_rate=args.learning_rate, weight_decay=0.0,
         # dara.tiny.trainer.learning_rate's schedule: transformers' constant one, with its linear warm-up from 0
@@ -102,9 +103,9 @@ def trl_config(args: TrainArgs, output_dir: str | Path) -> DaraGRPOConfig:
         warmup_steps=args.lr_warmup_updates,
         optim="adamw_torch", max_grad_norm=args.max_grad_norm, epsilon=args.clip_ratio, beta=args.kl_coef,
         entropy_coef=args.entropy_coef, loss_type=LOSS_TYPE, shuffle_dataset=False, logging_steps=1,
-        save_strategy="no", report_to="wandb" if args.wandb else "none", disable_tqdm=not args.progress,
+        save_strategy="no", report_to="wandb" if args.wandb else "none", disable_tqdm=not progress,
         log_completions=False, dataloader_num_workers=0, remove_unused_columns=False,
-        dara_method=args.method, dara_w_max=args.w_max, dara_static_weights=args.static_weights,
+        dara_method=run.method, dara_w_max=args.w_max, dara_static_weights=args.static_weights,
         dara_batch_norm=args.batch_norm,
     )
 
@@ -161,30 +162,33 @@ class _RunRecorder(TrainerCallback):
         return row
 
 
-def train(args: TrainArgs) -> pd.DataFrame:
-    """One run through TRL into ``args.out``; returns the metrics frame (also written to metrics.parquet)."""
+def train(run, *, policy: str | None = None, progress: bool = True) -> pd.DataFrame:
+    """One `dara.runs.Run` through TRL into its folder, from its warm-start policy (``policy``: another folder);
+    returns the metrics frame (also written to metrics.parquet)."""
     import trl
     import yaml
     from datasets import Dataset
     from transformers.trainer_callback import PrinterCallback
 
+    args = TrainSettings.of(run)
+    policy = policy or run.policy_dir
     torch.set_num_threads(1)
-    out = Path(args.out)
+    out = Path(run.run_dir)
     (out / "checkpoints").mkdir(parents=True, exist_ok=True)
-    config = trl_config(args, out / "trl")
+    config = trl_config(run, out / "trl", progress)
     trl_settings = {"version": trl.__version__, "loss_type": config.loss_type, "beta": config.beta,
                     "epsilon": config.epsilon, "per_device_train_batch_size": config.per_device_train_batch_size,
                     "steps_per_generation": config.steps_per_generation, "max_steps": config.max_steps,
                     "lr_scheduler_type": SchedulerType(config.lr_scheduler_type).value,
                     "warmup_steps": config.warmup_steps}
-    write_run_provenance(out, {**args.resolved(), "policy": args.policy, "backend": BACKEND, "trl": trl_settings})
+    write_run_provenance(out, {**resolved_config(run, args), "policy": policy, "backend": BACKEND, "trl": trl_settings})
 
-    task = get_task(args.task, **args.task_options)
-    prompts_per_step = args.responses_per_step // args.group_size
+    task = get_task(run.task, **args.task_options)
+    prompts_per_step = args.responses_per_step // run.group_size
     pool = task.items("train", args.prompt_pool, seed=0)
-    order = step_prompt_indices(len(pool), prompts_per_step, args.steps, args.seed).reshape(-1)
+    order = step_prompt_indices(len(pool), prompts_per_step, args.steps, run.seed).reshape(-1)
     dataset = Dataset.from_dict({"prompt": [pool[i]["prompt"] for i in order], "item_index": order.tolist()})
-    tokenizer, model = load_policy(args.policy)
+    tokenizer, model = load_policy(policy)
     model.train()
     rewards = TaskRewards(task, pool)
 
@@ -204,8 +208,8 @@ def train(args: TrainArgs) -> pd.DataFrame:
         raise RuntimeError(f"TRL logged rollout steps {[row['step'] for row in rows]}, expected 0..{args.steps - 1}")
     frame = pd.DataFrame(rows)
     replace_atomically(out / "metrics.parquet", lambda p: frame.to_parquet(p, index=False))
-    if args.progress:
-        print(f"{args.run_name} [trl]: {args.steps} steps in {time.perf_counter() - started:.1f} s")
+    if progress:
+        print(f"{run.name} [trl]: {args.steps} steps in {time.perf_counter() - started:.1f} s")
     return frame
 
 
