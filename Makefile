@@ -6,7 +6,7 @@ BFCL_VENV := .venv-bfcl
 PIP := $(VENV)/bin/python -m pip
 CORES ?= all
 
-.PHONY: setup setup-test setup-bfcl reproduce calibrate verl-cpu snapshot smoke test test-cluster bench bench-trainer notebooks clean-envs
+.PHONY: setup setup-test setup-bfcl reproduce calibrate verl-cpu snapshot smoke test test-cluster bench bench-trainer bench-verl-cpu notebooks clean-envs
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,8 +26,10 @@ $(VENV)/.test-stamp: $(VENV)/.cpu-stamp envs/test.txt envs/verl-cpu.txt envs/ver
 	touch $@
 
 # bfcl-eval pins numpy==1.26.4 and pulls a CUDA torch with its full install, so it lives in its own
-# environment, installed without its heavy optional dependencies (see envs/bfcl.txt).
-$(BFCL_VENV)/.stamp: envs/bfcl.txt envs/bfcl-nodeps.txt pyproject.toml
+# environment, installed without its heavy optional dependencies (see envs/bfcl.txt). It is built after the main
+# environment (order only: both install this project editable, which writes src/dara.egg-info), beside the test
+# additions when make runs two jobs (make test does).
+$(BFCL_VENV)/.stamp: envs/bfcl.txt envs/bfcl-nodeps.txt pyproject.toml | $(VENV)/.cpu-stamp
 	test -x $(BFCL_VENV)/bin/python || $(PYTHON) -m venv $(BFCL_VENV)
 	$(BFCL_VENV)/bin/python -m pip install -q -r envs/bfcl.txt
 	$(BFCL_VENV)/bin/python -m pip install -q --no-deps -r envs/bfcl-nodeps.txt
@@ -66,8 +68,12 @@ snapshot: setup
 smoke: setup-test  # its trl target needs TRL (envs/trl.txt, installed with the test environment)
 	$(VENV)/bin/snakemake --cores 2 --config scale=smoke
 
-test: setup-test
-	$(VENV)/bin/python -m pytest
+# Two pytest-xdist workers (TEST_WORKERS; the tests are independent, and the smoke pipeline several of them read
+# runs once, tests/conftest.py) and the test additions and the bfcl environment installed side by side.
+TEST_WORKERS ?= 2
+test:
+	$(MAKE) --jobs=2 setup-test
+	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS)
 
 # The cluster tests (tests/cluster, marker `cluster`): a throwaway Slurm cluster with accounting on this machine
 # (Debian's slurm-wlm, slurmdbd, munge, mariadb-server, installed when missing: needs root), then the smoke scale
@@ -98,6 +104,13 @@ bench: setup-test
 # The tiny trainer's step against revision bf5bb9d; needs results/tiny/policies/toolcall (or pass --policy).
 bench-trainer: $(VENV)/.cpu-stamp
 	$(VENV)/bin/python -m benchmarks.bench_trainer --out docs/results/bench_trainer.md
+
+# verl's CPU step with the batched hf rollout against one request at a time (about 10 minutes on 2 cores); builds
+# the verl_cpu scale's tool-calling data (warm start and verl data) first.
+VERL_CPU_BENCH_DATA := results/verl_cpu/data/toolcall/train.parquet
+bench-verl-cpu: $(VENV)/.test-stamp
+	$(VENV)/bin/snakemake --cores 2 $(VERL_CPU_BENCH_DATA) --config scale=verl_cpu
+	$(VENV)/bin/python -m benchmarks.bench_verl_cpu --out docs/results/bench_verl_cpu.md
 
 clean-envs:
 	rm -rf $(VENV) $(BFCL_VENV)

@@ -1,5 +1,6 @@
 """Shared fixtures. The smoke pipeline runs once per session, for every test that reads its results."""
 
+import fcntl
 import subprocess
 import sys
 from pathlib import Path
@@ -10,10 +11,24 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="session")
-def smoke_results() -> Path:
-    """results/smoke after `snakemake --cores 2 --config scale=smoke` (incremental: an up-to-date tree is reused)."""
+def smoke_results(tmp_path_factory) -> Path:
+    """results/smoke after `snakemake --cores 2 --config scale=smoke` (incremental: an up-to-date tree is reused).
+
+    Under pytest-xdist each worker is a session of its own: the first to get here runs the workflow while the others
+    wait on a lock in the run's shared temporary folder, then find the tree up to date."""
     snakemake = Path(sys.executable).with_name("snakemake")
-    result = subprocess.run([str(snakemake), "--cores", "2", "--config", "scale=smoke"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=1200)
+    with open(tmp_path_factory.getbasetemp().parent / "smoke_results.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        result = subprocess.run([str(snakemake), "--cores", "2", "--config", "scale=smoke"], cwd=ROOT,
+                                capture_output=True, text=True, timeout=1200)
     assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
     return ROOT / "results" / "smoke"
+
+
+# The longest test (verl's end-to-end run, about 6 minutes) is collected first, so that under pytest-xdist (make test
+# runs two workers) it overlaps the rest of the suite instead of running alone at its end.
+FIRST_MODULES = ("test_verl_cpu_e2e.py",)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    items.sort(key=lambda item: item.path.name not in FIRST_MODULES)  # stable: the rest keep their order

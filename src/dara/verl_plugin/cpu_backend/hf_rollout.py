@@ -8,6 +8,7 @@ import asyncio
 import logging
 import os
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -46,12 +47,40 @@ def server_name(replica_rank: int) -> str:
     return f"{ROLLOUT_NAME}_server_{replica_rank}"
 
 
+# Static batching of concurrent requests: a batch closes when it holds MAX_BATCH requests, when no request has arrived
+# for BATCH_SETTLE_S, or BATCH_WINDOW_S after its first request. verl's agent loop sends a step's prompts together,
+# so they arrive within milliseconds; a tiny model's generate costs about as much for 64 rows as for one.
+MAX_BATCH_VARIABLE = "DARA_HF_ROLLOUT_MAX_BATCH"  # 1: one request at a time (the unbatched path, for benchmarks)
+DEFAULT_MAX_BATCH = 256
+BATCH_SETTLE_S = 0.01
+BATCH_WINDOW_S = 0.1
+
+
+@dataclass(frozen=True)
+class _Request:
+    prompt_ids: list[int]
+    max_new_tokens: int
+    temperature: float
+    top_p: float
+    top_k: int
+    logprobs: bool
+
+    @property
+    def sampling(self) -> tuple[float, float, int]:
+        """Requests that share these are generated in one batch."""
+        return self.temperature, self.top_p, self.top_k
+
+
 class HFServer:
     """A Ray actor serving a transformers causal LM with verl's token-in-token-out ``generate`` interface.
 
-    Requests run one at a time (a lock; the model is small and the machine has few cores). Log-probs are those of
-    the sampled tokens under ``softmax(logits / temperature)`` of the raw logits, which is what verl's actor
-    computes, so ``training/rollout_probs_diff_*`` measures weight staleness and numerics only.
+    Requests that arrive together are generated as one left-padded batch (`MAX_BATCH_VARIABLE` caps the batch; 1
+    serves them one at a time), one batch at a time (a lock; the machine has few cores), its rows in the order of
+    their prompts rather than of their arrival, so that a rerun hands a batch's random draws to the same prompts.
+    Batching changes which random numbers a request's tokens are drawn with, not their distribution: greedy
+    requests get the same tokens batched and alone, sampled ones the same distribution (tests/test_hf_rollout.py). Log-probs are those of the
+    sampled tokens under ``softmax(logits / temperature)`` of the raw logits, which is what verl's actor computes,
+    so ``training/rollout_probs_diff_*`` measures weight staleness and numerics only.
     """
 
     def __init__(self, config, model_config, replica_rank: int = 0):
@@ -77,6 +106,13 @@ class HFServer:
         seed = _get(config, "seed", 0)
         self._generator_seed = int(seed if seed is not None else 0)
         torch.manual_seed(self._generator_seed)
+        given = os.environ.get(MAX_BATCH_VARIABLE, "").strip()
+        if given and not (given.isdigit() and int(given) >= 1):
+            raise ValueError(f"{MAX_BATCH_VARIABLE} must be a positive integer, got {given!r}")
+        self.max_batch = int(given) if given else DEFAULT_MAX_BATCH
+        self.batch_sizes: list[int] = []  # rows of every generate call, for tests and debugging
+        self._pending: list[tuple[_Request, asyncio.Future]] = []
+        self._drainer: asyncio.Task | None = None
 
     # generation ----------------------------------------------------------------------------------------------
 
@@ -84,35 +120,86 @@ class HFServer:
                        **unused):
         if image_data or video_data:
             raise NotImplementedError("the hf rollout serves text models only")
-        return await asyncio.to_thread(self._generate, list(prompt_ids), dict(sampling_params))
+        request = self._request(list(prompt_ids), dict(sampling_params))
+        future = asyncio.get_running_loop().create_future()
+        self._pending.append((request, future))
+        if self._drainer is None or self._drainer.done():
+            self._drainer = asyncio.create_task(self._drain())
+        return await future
 
-    @torch.no_grad()
-    def _generate(self, prompt_ids: list[int], params: dict):
-        from verl.workers.rollout.replica import TokenOutput
-
-        temperature = float(params.get("temperature", 1.0) or 0.0)
-        top_p = float(params.get("top_p", 1.0) or 1.0)
-        top_k = int(params.get("top_k", -1) or -1)
+    def _request(self, prompt_ids: list[int], params: dict) -> _Request:
         max_len = int(_get(self.config, "max_model_len", 0) or 0) or int(
             _get(self.config, "prompt_length", 0)) + int(_get(self.config, "response_length", 0))
         max_new = min(int(_get(self.config, "response_length")), max_len - len(prompt_ids))
         if max_new < 1:
             raise ValueError(f"prompt of {len(prompt_ids)} tokens leaves no room within {max_len} tokens")
+        return _Request(prompt_ids, max_new, temperature=float(params.get("temperature", 1.0) or 0.0),
+                        top_p=float(params.get("top_p", 1.0) or 1.0), top_k=int(params.get("top_k", -1) or -1),
+                        logprobs=bool(params.get("logprobs")))
+
+    async def _drain(self):
+        """Generate the pending requests, a batch at a time, until none is left."""
+        while self._pending:
+            loop = asyncio.get_running_loop()
+            opened = loop.time()
+            seen = len(self._pending)
+            while len(self._pending) < self.max_batch and loop.time() - opened < BATCH_WINDOW_S:
+                await asyncio.sleep(BATCH_SETTLE_S)
+                if len(self._pending) == seen:
+                    break
+                seen = len(self._pending)
+            taken, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch:]
+            # Rows in the order of their prompts, not of their arrival (which follows Ray's timing): a batch's
+            # random draws go to the same prompts on every run (copies of one prompt stay interchangeable).
+            taken.sort(key=lambda pending: pending[0].prompt_ids)
+            groups: dict[tuple, list[tuple[_Request, asyncio.Future]]] = {}
+            for request, future in taken:
+                groups.setdefault(request.sampling, []).append((request, future))
+            for group in groups.values():
+                try:
+                    outputs = await asyncio.to_thread(self._generate_batch, [request for request, _ in group])
+                except Exception as error:  # every request of the batch fails with it
+                    for _, future in group:
+                        if not future.done():
+                            future.set_exception(error)
+                    continue
+                for (_, future), output in zip(group, outputs):
+                    if not future.done():
+                        future.set_result(output)
+
+    @torch.no_grad()
+    def _generate_batch(self, requests: list[_Request]):
+        """One left-padded ``generate`` over requests that share their sampling parameters; each row is cut at its
+        own length cap and first EOS (kept, as vLLM returns it)."""
+        from verl.workers.rollout.replica import TokenOutput
+
+        temperature, top_p, top_k = requests[0].sampling
         greedy = temperature <= 0
+        width = max(len(request.prompt_ids) for request in requests)
+        ids = torch.full((len(requests), width), self.pad_token_id, dtype=torch.long)
+        attention = torch.zeros((len(requests), width), dtype=torch.long)
+        for row, request in enumerate(requests):
+            ids[row, width - len(request.prompt_ids):] = torch.tensor(request.prompt_ids, dtype=torch.long)
+            attention[row, width - len(request.prompt_ids):] = 1
+        max_new = max(request.max_new_tokens for request in requests)
         generation = sampling_config(temperature, top_p, top_k, max_new, self.eos_token_ids or None, self.pad_token_id)
         with self._lock:
-            ids = torch.tensor([prompt_ids], dtype=torch.long)
-            out = self.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=generation)
-        tokens = out.sequences[0, len(prompt_ids):].tolist()
-        for position, token in enumerate(tokens):  # keep up to and including the first EOS, as vLLM returns it
-            if token in self.eos_token_ids:
-                tokens = tokens[: position + 1]
-                break
-        logits = torch.stack(out.logits, dim=1)[0, : len(tokens)].float()
-        scaled = logits if greedy else logits / temperature
-        log_probs = torch.log_softmax(scaled, dim=-1).gather(-1, torch.tensor(tokens).unsqueeze(-1)).squeeze(-1)
-        return TokenOutput(token_ids=tokens, log_probs=log_probs.tolist() if params.get("logprobs") else None,
-                           stop_reason="completed", extra_fields={"global_steps": self.global_steps})
+            out = self.model.generate(input_ids=ids, attention_mask=attention, generation_config=generation)
+        self.batch_sizes.append(len(requests))
+        logits_all = torch.stack(out.logits, dim=1).float()
+        outputs = []
+        for row, request in enumerate(requests):
+            tokens = out.sequences[row, width:].tolist()[: request.max_new_tokens]
+            for position, token in enumerate(tokens):
+                if token in self.eos_token_ids:
+                    tokens = tokens[: position + 1]
+                    break
+            logits = logits_all[row, : len(tokens)]
+            scaled = logits if greedy else logits / temperature
+            log_probs = torch.log_softmax(scaled, dim=-1).gather(-1, torch.tensor(tokens).unsqueeze(-1)).squeeze(-1)
+            outputs.append(TokenOutput(token_ids=tokens, log_probs=log_probs.tolist() if request.logprobs else None,
+                                       stop_reason="completed", extra_fields={"global_steps": self.global_steps}))
+        return outputs
 
     # weights -------------------------------------------------------------------------------------------------
 
