@@ -197,8 +197,16 @@ def main(argv=None) -> None:
         if fill_blocks(readme, args.snapshot) != readme:
             sys.exit(f"{args.readme}: generated blocks differ from {args.snapshot}; run python analysis/snapshot.py")
         return
-    take_snapshot(args.results, args.snapshot)
-    if (args.verl_cpu_results / "run_seconds.txt").is_file():
+    tiny_done = (args.results / "REPORT.md").is_file()
+    verl_cpu_done = (args.verl_cpu_results / "run_seconds.txt").is_file()
+    if not (tiny_done or verl_cpu_done):
+        sys.exit(f"nothing to snapshot: no {args.results}/REPORT.md (make reproduce) and no "
+                 f"{args.verl_cpu_results}/run_seconds.txt (make verl-cpu)")
+    if tiny_done:  # each scale's part is taken only from a finished run of it; the other's files stay as they are
+        take_snapshot(args.results, args.snapshot)
+    else:
+        print(f"no {args.results}/REPORT.md: the tiny scale's snapshot is left as it is", file=sys.stderr)
+    if verl_cpu_done:
         take_verl_cpu_snapshot(args.verl_cpu_results, args.snapshot)
     write_text_atomic(args.readme, fill_blocks(readme, args.snapshot))
 

@@ -56,3 +56,23 @@ def test_a_verl_cpu_run_without_training_benchmarks_is_refused(tmp_path):
     (results / "run_seconds.txt").write_text("60 seconds; started from an empty results/verl_cpu: no\n")
     with pytest.raises(SystemExit, match="no verl training benchmarks"):
         _snapshot_module().verl_cpu_timing_table(results)
+
+
+def test_a_snapshot_takes_only_the_scales_that_finished(tmp_path):
+    """After make verl-cpu alone the tiny scale's snapshot files stay as they are (and the reverse); with neither
+    scale finished there is nothing to take."""
+    snapshot_module = _snapshot_module()
+    snapshot, readme = tmp_path / "snapshot", tmp_path / "README.md"
+    snapshot.mkdir()
+    readme.write_text("no blocks\n")
+    (snapshot / "headline.md").write_text("the tiny scale's, kept\n")
+    taken = []
+    snapshot_module.take_verl_cpu_snapshot = lambda results, out: taken.append(results)
+    verl_cpu = tmp_path / "verl_cpu"
+    verl_cpu.mkdir()
+    (verl_cpu / "run_seconds.txt").write_text("60 seconds; started from an empty results/verl_cpu: yes\n")
+    arguments = ["--results", str(tmp_path / "tiny"), "--snapshot", str(snapshot), "--readme", str(readme)]
+    snapshot_module.main([*arguments, "--verl-cpu-results", str(verl_cpu)])
+    assert taken == [verl_cpu] and (snapshot / "headline.md").read_text() == "the tiny scale's, kept\n"
+    with pytest.raises(SystemExit, match="nothing to snapshot"):
+        snapshot_module.main([*arguments, "--verl-cpu-results", str(tmp_path / "absent")])
