@@ -393,7 +393,7 @@ def test_trl_config_maps_the_learning_rate_warm_up_to_transformers_schedule(tmp_
               results=str(tmp_path), settings={**default_settings(), "task_options": TOOLCALL_OPTIONS, "steps": 5,
                                                "minibatches": 2, "learning_rate": 0.01, "lr_warmup_updates": warmup})
     args = TrainSettings.of(run)
-    config = trl_config(run, tmp_path / "trl", progress=False)
+    config = trl_config(run, args, tmp_path / "trl", progress=False)
     assert SchedulerType(config.lr_scheduler_type).value == ("constant_with_warmup" if warmup else "constant")
     assert config.warmup_steps == warmup and config.learning_rate == 0.01 and config.max_steps == 10
     expected = [learning_rate(update, args) for update in range(config.max_steps)]

@@ -52,7 +52,7 @@ def main(argv=None) -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="dara-base-spread-") as scratch:
         for seed, samples in plans:
-            run = dataclasses.replace(warm_start, eval_dir=f"{scratch}/seed{seed}-samples{samples}")
+            run = dataclasses.replace(warm_start, eval_to=f"{scratch}/seed{seed}-samples{samples}")
             [path] = evaluate_runs([run], **{**evaluation, "seed": seed, "warm_start_samples": samples})
             value = json.loads(path.read_text())["metrics"][metric]
             rows.append({"task": args.task, "sampling_seed": seed, "samples_per_item": samples,

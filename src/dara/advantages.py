@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
@@ -167,21 +167,24 @@ class EstimatorOptions:
         reads = set(get_method(method).options) | set(SWEEP_OPTIONS)
         return replace(self, **{f.name: f.default for f in fields(self) if f.name not in reads})
 
-    def check_for(self, method: str, n_channels: int) -> None:
-        """Raise, naming the option, where ``method`` cannot run with these options on ``n_channels`` rewards."""
+    def check_for(self, method: str, n_channels: int, labels: Mapping[str, str] | None = None) -> None:
+        """Raise, naming the option, where ``method`` cannot run with these options on ``n_channels`` rewards.
+        ``labels``: how a caller's users spell an option (verl's ``algorithm.dara.gd2po_sign_eps`` for
+        ``sign_eps``), so that the error names the key they wrote."""
         spec = get_method(method)
+        label = (lambda name: name) if labels is None else (lambda name: labels.get(name, name))
         for option in fields(self):
             if option.name in spec.options or option.name in SWEEP_OPTIONS:
                 continue
             if getattr(self, option.name) != option.default:
                 readers = [m for m in METHODS if option.name in get_method(m).options]
-                raise ValueError(f"{option.name} is only read by {', '.join(readers)}, not by {method}")
+                raise ValueError(f"{label(option.name)} is only read by {', '.join(readers)}, not by {method}")
         if spec.needs_static_weights and self.static_weights is None:
-            raise ValueError(f"{method} needs static_weights, one per reward channel (each >= 1)")
+            raise ValueError(f"{method} needs {label('static_weights')}, one per reward channel (each >= 1)")
         for name in ("static_weights", "base_weights"):
             value = getattr(self, name)
             if value is not None and len(value) != n_channels:
-                raise ValueError(f"{name} has {len(value)} values but rewards have {n_channels} channels")
+                raise ValueError(f"{label(name)} has {len(value)} values but rewards have {n_channels} channels")
 
 
 def _options(options: EstimatorOptions | None, values: dict) -> EstimatorOptions:

@@ -10,8 +10,8 @@ project's results is built here and nowhere else:
 
 ``/<backend>`` appears only for a backend other than the scale's own (the TRL runs of a CPU scale:
 ``results/tiny/trl/runs/...``). ``results`` is `Run.results`: the workflow's tree, or another folder for a run outside
-it (a calibration pilot's, a test's), laid out alike. The Snakemake rules, the trainers, the verl launcher, the evaluation and the
-analysis all ask this module; none of them writes a path pattern of its own.
+it (a calibration pilot's, a test's), laid out alike. The Snakemake rules, the trainers, the verl launcher, the
+evaluation and the analysis all ask this module; none of them writes a path pattern of its own.
 
     runs = run_matrix(load_experiment("tiny"))           # every distinct run of every target
     run = find_run(experiment, "toolcall", "dara_sym", 8, 0)
@@ -205,21 +205,22 @@ def policy_dir(scale: str, task: str, results: str = RESULTS) -> str:
 class WarmStart:
     """A task's warm-start policy as the evaluation sees it: a policy, not a run, but evaluated by the same code as
     a run's checkpoints (`dara.evaluation.tiny.evaluate_runs`). Its one checkpoint, step 0, is the policy folder
-    (`policy_dir`); its evaluation goes to ``<policy>/heldout_eval/step0.json`` unless ``eval_dir`` says otherwise.
-    Its evaluation records carry method ``warm_start``, G 0 and the warm start's own seed."""
+    (`policy_dir`); its evaluation goes to ``<policy>/heldout_eval/step0.json`` unless ``eval_to`` names another
+    folder. Its evaluation records carry method ``warm_start``, G 0 and the warm start's own seed."""
 
     policy: str
     task: str
     settings: dict[str, Any]
     """the task's warm-start settings (`dara.experiments.warm_start_settings`): task_options, max_new_tokens, seed"""
-    eval_dir: str = ""
+    eval_to: str | None = None
+    """another evaluation folder (None: ``<policy>/heldout_eval``)"""
     method = "warm_start"
     group_size = 0
     checkpoint_steps = (0,)
 
-    def __post_init__(self):
-        if not self.eval_dir:
-            object.__setattr__(self, "eval_dir", f"{self.policy}/heldout_eval")
+    @property
+    def eval_dir(self) -> str:
+        return self.eval_to or f"{self.policy}/heldout_eval"
 
     @classmethod
     def of(cls, experiment: dict[str, Any], task: str, results: str = RESULTS) -> "WarmStart":

@@ -88,9 +88,9 @@ class TaskRewards:
         return self._cached
 
 
-def trl_config(run, output_dir: str | Path, progress: bool = True) -> DaraGRPOConfig:
-    """TRL's settings for a `dara.runs.Run` of a CPU trainer (see the module docstring); ``progress``: TRL's bar."""
-    args = TrainSettings.of(run)
+def trl_config(run, args: TrainSettings, output_dir: str | Path, progress: bool = True) -> DaraGRPOConfig:
+    """TRL's settings for a `dara.runs.Run` of a CPU trainer and its settings (`TrainSettings.of(run)`; see the
+    module docstring); ``progress``: TRL's bar."""
     return DaraGRPOConfig(
         output_dir=str(output_dir), seed=run.seed, data_seed=run.seed, use_cpu=True, bf16=False, fp16=False,
         gradient_checkpointing=False, per_device_train_batch_size=args.responses_per_step // args.minibatches,
@@ -175,7 +175,7 @@ def train(run, *, policy: str | None = None, progress: bool = True) -> pd.DataFr
     torch.set_num_threads(1)
     out = Path(run.run_dir)
     (out / "checkpoints").mkdir(parents=True, exist_ok=True)
-    config = trl_config(run, out / "trl", progress)
+    config = trl_config(run, args, out / "trl", progress)
     trl_settings = {"version": trl.__version__, "loss_type": config.loss_type, "beta": config.beta,
                     "epsilon": config.epsilon, "per_device_train_batch_size": config.per_device_train_batch_size,
                     "steps_per_generation": config.steps_per_generation, "max_steps": config.max_steps,

@@ -124,18 +124,13 @@ class DaraSettings:
 
 # `EstimatorOptions` fields whose algorithm.dara key is spelt otherwise: errors name the key the user wrote.
 VERL_OPTION_KEYS = {"sign_eps": "gd2po_sign_eps", "singletons": "singleton_groups"}
+VERL_OPTION_LABELS = {option.name: f"algorithm.dara.{VERL_OPTION_KEYS.get(option.name, option.name)}"
+                      for option in fields(EstimatorOptions)}
 
 
 def check_options(method: str, settings: DaraSettings, n_channels: int) -> None:
     """`EstimatorOptions.check_for`, its errors naming the ``algorithm.dara`` key (``gd2po_sign_eps``, ...)."""
-    try:
-        settings.estimator_options.check_for(method, n_channels)
-    except ValueError as error:
-        message = str(error)
-        name = message.split(" ", 1)[0]
-        if name in {f.name for f in fields(EstimatorOptions)}:
-            message = f"algorithm.dara.{VERL_OPTION_KEYS.get(name, name)} {message.split(' ', 1)[1]}"
-        raise ValueError(message) from None
+    settings.estimator_options.check_for(method, n_channels, labels=VERL_OPTION_LABELS)
 
 
 def _flag(value) -> bool:

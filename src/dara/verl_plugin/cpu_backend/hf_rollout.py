@@ -78,9 +78,9 @@ class HFServer:
     serves them one at a time), one batch at a time (a lock; the machine has few cores), its rows in the order of
     their prompts rather than of their arrival, so that a rerun hands a batch's random draws to the same prompts.
     Batching changes which random numbers a request's tokens are drawn with, not their distribution: greedy
-    requests get the same tokens batched and alone, sampled ones the same distribution (tests/test_hf_rollout.py). Log-probs are those of the
-    sampled tokens under ``softmax(logits / temperature)`` of the raw logits, which is what verl's actor computes,
-    so ``training/rollout_probs_diff_*`` measures weight staleness and numerics only.
+    requests get the same tokens batched and alone, sampled ones the same distribution (tests/test_hf_rollout.py).
+    Log-probs are those of the sampled tokens under ``softmax(logits / temperature)`` of the raw logits, which is
+    what verl's actor computes, so ``training/rollout_probs_diff_*`` measures weight staleness and numerics only.
     """
 
     def __init__(self, config, model_config, replica_rank: int = 0):
