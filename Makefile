@@ -26,13 +26,16 @@ $(VENV)/.test-stamp: $(VENV)/.cpu-stamp envs/test.txt envs/verl-cpu.txt envs/ver
 	touch $@
 
 # bfcl-eval pins numpy==1.26.4 and pulls a CUDA torch with its full install, so it lives in its own
-# environment, installed without its heavy optional dependencies (see envs/bfcl.txt). It is built after the main
-# environment (order only: both install this project editable, which writes src/dara.egg-info), beside the test
-# additions when make runs two jobs (make test does).
-$(BFCL_VENV)/.stamp: envs/bfcl.txt envs/bfcl-nodeps.txt pyproject.toml | $(VENV)/.cpu-stamp
+# environment, installed without its heavy optional dependencies (see envs/bfcl.txt). Its packages install beside
+# the main environment's when make runs two jobs (make test does); this project goes in after the main
+# environment's copy (order only: both editable installs write src/dara.egg-info).
+$(BFCL_VENV)/.deps-stamp: envs/bfcl.txt envs/bfcl-nodeps.txt
 	test -x $(BFCL_VENV)/bin/python || $(PYTHON) -m venv $(BFCL_VENV)
 	$(BFCL_VENV)/bin/python -m pip install -q -r envs/bfcl.txt
 	$(BFCL_VENV)/bin/python -m pip install -q --no-deps -r envs/bfcl-nodeps.txt
+	touch $@
+
+$(BFCL_VENV)/.stamp: $(BFCL_VENV)/.deps-stamp pyproject.toml | $(VENV)/.cpu-stamp
 	$(BFCL_VENV)/bin/python -m pip install -q --no-deps -e .
 	touch $@
 
@@ -69,7 +72,7 @@ smoke: setup-test  # its trl target needs TRL (envs/trl.txt, installed with the 
 	$(VENV)/bin/snakemake --cores 2 --config scale=smoke
 
 # Two pytest-xdist workers (TEST_WORKERS; the tests are independent, and the smoke pipeline several of them read
-# runs once, tests/conftest.py) and the test additions and the bfcl environment installed side by side.
+# runs once, tests/conftest.py), and the set-up in two make jobs (the bfcl environment beside the main one).
 TEST_WORKERS ?= 2
 test:
 	$(MAKE) --jobs=2 setup-test

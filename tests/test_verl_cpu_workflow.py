@@ -38,7 +38,8 @@ def test_every_stage_of_the_scale_is_planned(plan):
     runs = run_matrix(load_experiment("verl_cpu"))
     verl_runs = [run for run in runs if run.backend == "verl"]
     tiny_runs = [run for run in runs if run.backend == "tiny"]
-    assert len(verl_runs) == len(tiny_runs) == 8
+    assert len(verl_runs) == len(tiny_runs) == 24  # 2 tasks x 4 methods x 3 seeds
+    assert {run.seed for run in verl_runs} == {0, 1, 2}
     assert {(r.task, r.method, r.group_size, r.seed) for r in verl_runs} == \
            {(r.task, r.method, r.group_size, r.seed) for r in tiny_runs}  # every verl run has its twin
     assert len(rule_blocks(plan, "warm_start:")) == 2
@@ -49,7 +50,7 @@ def test_every_stage_of_the_scale_is_planned(plan):
     assert not rule_blocks(plan, "prepare_paper_data:")  # no hub download on this scale
     verl_jobs = [b for b in rule_blocks(plan, "train_") if "dara.verl_backend.launch train" in b]
     tiny_jobs = [b for b in rule_blocks(plan, "train_") if "dara.tiny.trainer" in b]
-    assert len(verl_jobs) == 8 and len(tiny_jobs) == 8  # verl: a job per run; the twins: one seed group each
+    assert len(verl_jobs) == 24 and len(tiny_jobs) == 8  # verl: a job per run; the twins: one seed group each
     for block in verl_jobs:
         assert "ray_job.sh" not in block  # verl starts its own local Ray cluster
         assert "threads: 2" in block  # one verl job at a time on 2 cores
