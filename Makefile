@@ -3,7 +3,10 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BFCL_VENV := .venv-bfcl
-PIP := $(VENV)/bin/python -m pip
+# --no-compile: Python compiles a module's bytecode when it is first imported instead of pip compiling all of the
+# environments' ~34,000 files at install, most of which nothing imports (the set-up is most of a fresh make test).
+INSTALL := -m pip install -q --no-compile
+PIP := $(VENV)/bin/python $(INSTALL)
 CORES ?= all
 
 .PHONY: setup setup-test setup-bfcl reproduce calibrate verl-cpu snapshot smoke test test-cluster bench bench-trainer bench-verl-cpu notebooks clean-envs
@@ -13,16 +16,15 @@ $(VENV)/bin/python:
 
 # Stamp files record which requirement files an environment was built from.
 $(VENV)/.cpu-stamp: envs/cpu.txt envs/cpu-nodeps.txt pyproject.toml | $(VENV)/bin/python
-	$(PIP) install -q -r envs/cpu.txt
-	$(PIP) install -q --no-deps -r envs/cpu-nodeps.txt
-	$(PIP) install -q --no-deps -e .
+	$(PIP) -r envs/cpu.txt
+	$(PIP) --no-deps -r envs/cpu-nodeps.txt
+	$(PIP) --no-deps -e .
 	touch $@
 
 $(VENV)/.test-stamp: $(VENV)/.cpu-stamp envs/test.txt envs/verl-cpu.txt envs/verl-cpu-nodeps.txt envs/trl.txt
-	$(PIP) install -q -r envs/test.txt
-	$(PIP) install -q -r envs/verl-cpu.txt
-	$(PIP) install -q --no-deps -r envs/verl-cpu-nodeps.txt
-	$(PIP) install -q --no-deps -r envs/trl.txt
+	$(PIP) -r envs/test.txt -r envs/verl-cpu.txt
+	$(PIP) --no-deps -r envs/verl-cpu-nodeps.txt
+	$(PIP) --no-deps -r envs/trl.txt
 	touch $@
 
 # bfcl-eval pins numpy==1.26.4 and pulls a CUDA torch with its full install, so it lives in its own
@@ -31,12 +33,12 @@ $(VENV)/.test-stamp: $(VENV)/.cpu-stamp envs/test.txt envs/verl-cpu.txt envs/ver
 # environment's copy (order only: both editable installs write src/dara.egg-info).
 $(BFCL_VENV)/.deps-stamp: envs/bfcl.txt envs/bfcl-nodeps.txt
 	test -x $(BFCL_VENV)/bin/python || $(PYTHON) -m venv $(BFCL_VENV)
-	$(BFCL_VENV)/bin/python -m pip install -q -r envs/bfcl.txt
-	$(BFCL_VENV)/bin/python -m pip install -q --no-deps -r envs/bfcl-nodeps.txt
+	$(BFCL_VENV)/bin/python $(INSTALL) -r envs/bfcl.txt
+	$(BFCL_VENV)/bin/python $(INSTALL) --no-deps -r envs/bfcl-nodeps.txt
 	touch $@
 
 $(BFCL_VENV)/.stamp: $(BFCL_VENV)/.deps-stamp pyproject.toml | $(VENV)/.cpu-stamp
-	$(BFCL_VENV)/bin/python -m pip install -q --no-deps -e .
+	$(BFCL_VENV)/bin/python $(INSTALL) --no-deps -e .
 	touch $@
 
 setup: $(VENV)/.cpu-stamp $(BFCL_VENV)/.stamp
@@ -83,7 +85,7 @@ test:
 # through the Slurm executor, every paper job against the controller, and ray_job.sh on two nodes. The cluster is
 # stopped afterwards, also when a test fails.
 $(VENV)/.cluster-stamp: $(VENV)/.test-stamp envs/cluster.txt
-	$(PIP) install -q -r envs/cluster.txt
+	$(PIP) -r envs/cluster.txt
 	touch $@
 
 test-cluster: $(VENV)/.cluster-stamp
@@ -92,7 +94,7 @@ test-cluster: $(VENV)/.cluster-stamp
 # JupyterLab and jupytext (envs/notebooks.txt) in .venv; the settings override makes a double click open a .py
 # file as a notebook (the analysis notebooks are jupytext percent files). They read results/tiny by default.
 $(VENV)/.notebooks-stamp: $(VENV)/.cpu-stamp envs/notebooks.txt envs/jupyterlab-overrides.json
-	$(PIP) install -q -r envs/notebooks.txt
+	$(PIP) -r envs/notebooks.txt
 	mkdir -p $(VENV)/share/jupyter/lab/settings
 	cp envs/jupyterlab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	touch $@
