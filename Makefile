@@ -9,7 +9,7 @@ INSTALL := -m pip install -q --no-compile
 PIP := $(VENV)/bin/python $(INSTALL)
 CORES ?= all
 
-.PHONY: setup setup-test setup-bfcl reproduce calibrate verl-cpu snapshot smoke test test-cluster bench bench-trainer bench-verl-cpu notebooks clean-envs
+.PHONY: setup setup-test setup-bfcl reproduce calibrate verl-cpu snapshot smoke test test-cluster bench bench-trainer bench-verl-cpu verl-cpu-rerun notebooks clean-envs
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -116,6 +116,11 @@ VERL_CPU_BENCH_DATA := results/verl_cpu/data/toolcall/train.parquet
 bench-verl-cpu: $(VENV)/.test-stamp
 	$(VENV)/bin/snakemake --cores 2 $(VERL_CPU_BENCH_DATA) --config scale=verl_cpu
 	$(VENV)/bin/python -m benchmarks.bench_verl_cpu --out docs/results/bench_verl_cpu.md
+
+# Three of make verl-cpu's verl runs trained again and compared with the first time (about 6 minutes on 2 cores):
+# how far a verl CPU run repeats (docs/paper_scale.md).
+verl-cpu-rerun: $(VENV)/.test-stamp
+	$(VENV)/bin/python -m benchmarks.verl_cpu_rerun --out docs/results/verl_cpu_rerun.md
 
 clean-envs:
 	rm -rf $(VENV) $(BFCL_VENV)

@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks import report
+
 ROOT = Path(__file__).resolve().parents[1]
 SIDES = {"one at a time": "1", "batched": None}
 
@@ -94,12 +96,7 @@ def main() -> None:
         f"Step time, one at a time / batched: **{alone['step_s'] / batched['step_s']:.2f}x**; generation: "
         f"**{alone['gen_s'] / batched['gen_s']:.2f}x**.",
     ]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        from dara.io import write_text_atomic
-
-        write_text_atomic(args.out, text)
+    report(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """`snakemake -n --config scale=verl_cpu` plans verl's loop on CPU with the tiny tasks: warm starts, verl data, local
 verl jobs (no Slurm, no Ray cluster script), the tiny trainer's twins, CPU evaluation of verl's checkpoints and the
-backends comparison. The run itself is `make verl-cpu` (about half an hour); tests/test_verl_cpu_e2e.py runs verl."""
+backends comparison. The run itself is `make verl-cpu` (about an hour on 2 cores); tests/test_verl_cpu_e2e.py runs verl."""
 
 from __future__ import annotations
 
