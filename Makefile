@@ -3,9 +3,9 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BFCL_VENV := .venv-bfcl
-# --no-compile: Python compiles a module's bytecode when it is first imported instead of pip compiling all of the
-# environments' ~34,000 files at install, most of which nothing imports (the set-up is most of a fresh make test).
-INSTALL := -m pip install -q --no-compile
+# pip compiles every module's bytecode at install. Not --no-compile: where PYTHONDONTWRITEBYTECODE is set (it is on
+# this project's machines), Python would then compile each imported module again in every process.
+INSTALL := -m pip install -q
 PIP := $(VENV)/bin/python $(INSTALL)
 CORES ?= all
 
