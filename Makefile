@@ -79,12 +79,13 @@ snapshot: setup
 smoke: setup-test  # its trl target needs TRL (envs/trl.txt, installed with the test environment)
 	$(VENV)/bin/snakemake --cores 2 --config scale=smoke
 
-# Two pytest-xdist workers (TEST_WORKERS; the tests are independent, and the smoke pipeline several of them read
-# runs once, tests/conftest.py), and the set-up in two make jobs (the bfcl environment beside the main one).
+# Two pytest-xdist workers (TEST_WORKERS; the tests are independent, and those that read the smoke pipeline's results
+# run as one group on one worker, tests/conftest.py), and the set-up in two make jobs (the bfcl environment beside
+# the main one).
 TEST_WORKERS ?= 2
 test:
 	$(MAKE) --jobs=2 setup-test
-	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS)
+	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 # The cluster tests (tests/cluster, marker `cluster`): a throwaway Slurm cluster with accounting on this machine
 # (Debian's slurm-wlm, slurmdbd, munge, mariadb-server, installed when missing: needs root), then the smoke scale

@@ -25,10 +25,18 @@ def smoke_results(tmp_path_factory) -> Path:
     return ROOT / "results" / "smoke"
 
 
-# The longest test (verl's end-to-end run, about 6 minutes) is collected first, so that under pytest-xdist (make test
+# The longest test (verl's end-to-end run, about 7 minutes) is collected first, so that under pytest-xdist (make test
 # runs two workers) it overlaps the rest of the suite instead of running alone at its end.
 FIRST_MODULES = ("test_verl_cpu_e2e.py",)
+# Every test that reads the smoke pipeline's results goes to one worker as one group (make test: --dist loadgroup,
+# which hands out the largest group first), so that worker starts with the pipeline (about 5 minutes) while the
+# other starts with verl's run. Spread over both, the second to need the pipeline waited on the first (131 s).
+SMOKE_GROUP = "smoke_results"
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups
 def pytest_collection_modifyitems(session, config, items):
     items.sort(key=lambda item: item.path.name not in FIRST_MODULES)  # stable: the rest keep their order
+    for item in items:
+        if "smoke_results" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group(SMOKE_GROUP))
