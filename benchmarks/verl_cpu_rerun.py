@@ -95,7 +95,7 @@ def main() -> None:
             parser.error(f"{original_path} is missing: run `make verl-cpu` first")
         reward, threshold = comparison[run.task]
         with tempfile.TemporaryDirectory(prefix="dara-verl-rerun-") as scratch:
-            rerun = pd.read_parquet(train(dataclasses.replace(run, results=str(Path(scratch))), base=ROOT))
+            rerun = pd.read_parquet(train(dataclasses.replace(run, results=scratch), base=ROOT))
         found = compare_runs(pd.read_parquet(original_path), rerun, reward, threshold)
         rows.append({"run": name, "reward": f"{reward} >= {threshold:g}", **found})
         print(rows[-1], flush=True)

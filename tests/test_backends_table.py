@@ -1,19 +1,8 @@
 """The side-by-side table (analysis/backends.py): medians over seeds and each seed's crossing, in seed order."""
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _backends_module():
-    spec = importlib.util.spec_from_file_location("backends_script", ROOT / "analysis" / "backends.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from script_loader import load_script
 
 
 def _runs(verl_steps, tiny_steps):
@@ -28,7 +17,7 @@ def _runs(verl_steps, tiny_steps):
 def test_each_seed_is_listed_in_seed_order_and_never_counts_as_later_than_any_step():
     # rows out of seed order, as a merge may leave them
     runs = _runs([12.0, np.nan, 5.0], [7.0, 9.0, 8.0]).iloc[[2, 0, 1]]
-    table = _backends_module().summary_table(runs, ["verl", "tiny"])
+    table = load_script("analysis/backends.py").summary_table(runs, ["verl", "tiny"])
     row = table.iloc[0]
     assert row["verl crossing (each seed)"] == "12, never, 5"
     assert row["verl crossing (median)"] == "12"  # 5, 12, never: the middle one
@@ -40,6 +29,6 @@ def test_each_seed_is_listed_in_seed_order_and_never_counts_as_later_than_any_st
 def test_a_seed_that_one_backend_did_not_run_is_left_out_of_its_columns():
     runs = _runs([4.0, 6.0], [3.0, 5.0])
     runs.loc[1, ["tiny/crossing_step", "tiny/final", "tiny/last_step"]] = np.nan
-    row = _backends_module().summary_table(runs, ["verl", "tiny"]).iloc[0]
+    row = load_script("analysis/backends.py").summary_table(runs, ["verl", "tiny"]).iloc[0]
     assert row["tiny seeds"] == 1 and row["tiny crossing (each seed)"] == "3"
     assert row["verl seeds"] == 2 and row["verl crossing (each seed)"] == "4, 6"

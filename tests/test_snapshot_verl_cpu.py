@@ -1,18 +1,10 @@
 """The verl_cpu cost table that `make snapshot` writes after `make verl-cpu` counts what the run left."""
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from script_loader import load_script
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _snapshot_module():
-    spec = importlib.util.spec_from_file_location("snapshot", ROOT / "analysis" / "snapshot.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _run(folder: Path, revision: str) -> None:
@@ -39,7 +31,7 @@ def test_the_verl_cpu_table_counts_runs_per_backend_job_time_memory_and_revision
     _benchmark(results / "benchmarks" / "warm_start" / "toolcall.tsv", 90.0, 800.0)
     (results / "run_seconds.txt").write_text("1830 seconds; started from an empty results/verl_cpu: yes\n")
 
-    table = _snapshot_module().verl_cpu_timing_table(results)
+    table = load_script("analysis/snapshot.py").verl_cpu_timing_table(results)
 
     assert "| 30 min 30 s |" in table
     assert "| started from an empty `results/verl_cpu` | yes |" in table
@@ -55,13 +47,13 @@ def test_a_verl_cpu_run_without_training_benchmarks_is_refused(tmp_path):
     _run(results / "runs" / "toolcall-tiny_tool" / "grpo" / "G4" / "seed0", "b" * 40)
     (results / "run_seconds.txt").write_text("60 seconds; started from an empty results/verl_cpu: no\n")
     with pytest.raises(SystemExit, match="no verl training benchmarks"):
-        _snapshot_module().verl_cpu_timing_table(results)
+        load_script("analysis/snapshot.py").verl_cpu_timing_table(results)
 
 
 def test_a_snapshot_takes_only_the_scales_that_finished(tmp_path):
     """After make verl-cpu alone the tiny scale's snapshot files stay as they are (and the reverse); with neither
     scale finished there is nothing to take."""
-    snapshot_module = _snapshot_module()
+    snapshot_module = load_script("analysis/snapshot.py")
     snapshot, readme = tmp_path / "snapshot", tmp_path / "README.md"
     snapshot.mkdir()
     readme.write_text("no blocks\n")
