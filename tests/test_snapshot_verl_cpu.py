@@ -6,7 +6,6 @@ import pytest
 from script_loader import load_script
 
 
-
 def _run(folder: Path, revision: str) -> None:
     folder.mkdir(parents=True)
     (folder / "metrics.parquet").write_bytes(b"")
