@@ -135,6 +135,40 @@ def test_headline_claims_use_the_config_margin_and_the_step0_base(tmp_path):
     assert accuracy_4a.verdict == "not informative"  # 20 and 14 are both more than 5 below the base's 30
 
 
+def _stable_records(steps: dict) -> pd.DataFrame:
+    """fig5-style stable-crossing records: steps[(method, threshold)] lists one confirmed step (or None) per seed."""
+    rows = []
+    for (method, threshold), per_seed in steps.items():
+        for seed, step in enumerate(per_seed):
+            rows.append({"task": "math_length", "method": method, "G": 8, "seed": seed, "reward": "length",
+                         "threshold": threshold, "step": step, "last_step": 39, "window": 6, "future": 10})
+    return pd.DataFrame(rows).astype({"step": float})
+
+
+def test_the_stable_crossing_claim_takes_the_strictest_confirmed_threshold_and_says_when_none_is():
+    config = load_analysis_config(REPO / "analysis/config.yaml", "tiny")
+    reference = PaperReference(REPO / "analysis/reference")
+    crossings = pd.DataFrame(columns=["task", "method", "G", "seed", "reward", "threshold", "step", "last_step"])
+    never = [None] * 4
+    some = {(m, t): never for m in ("gdpo", "dara_asym", "dara_sym") for t in (0.8, 0.9, 0.99)}
+    some[("dara_asym", 0.9)] = [20, 22, None, 21]
+    some[("dvao", 0.99)] = [30, 30, 30, 30]  # a method outside the comparison does not pick the threshold
+    found = [c for c in headline_claims(crossings, None, None, _stable_records(some), None, config, reference)
+             if "stable" in c.claim]
+    assert [c.claim.split(" reaches ")[1].split(" length")[0] for c in found] == ["a stable 0.9"] * 2
+    assert not any("confirms any threshold" in c.claim for c in found)
+    verdicts = {c.claim.split(" reaches ")[0]: c.verdict for c in found}
+    assert verdicts["DARA-Sym"] == "inconclusive"  # neither arm crosses 0.9
+    assert verdicts["DARA-Asym"] != "inconclusive"  # three of its four seeds confirm 0.9
+    none = {(m, t): never for m in ("gdpo", "dara_asym", "dara_sym") for t in (0.8, 0.9, 0.99)}
+    found = [c for c in headline_claims(crossings, None, None, _stable_records(none), None, config, reference)
+             if "stable" in c.claim]
+    assert len(found) == 2
+    assert all("a stable 0.99 length reward" in c.claim and "no GDPO or DARA seed confirms any threshold" in c.claim
+               for c in found)
+    assert {c.verdict for c in found} == {"inconclusive"}
+
+
 def test_a_scales_analysis_block_is_merged_over_the_config_and_validated(tmp_path):
     """What differs at one scale lives in its experiment file: merged key by key, checked by the analysis schema."""
     import yaml
