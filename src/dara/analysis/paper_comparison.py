@@ -119,8 +119,10 @@ def headline_claims(crossings: pd.DataFrame, table1: pd.DataFrame | None, metric
         # the strictest overall when none does, and then the claim says so
         compared = stable[stable["method"].isin(["gdpo", "dara_asym", "dara_sym"])]
         confirmed = compared.loc[compared["step"].notna(), "threshold"]
-        strict = float(confirmed.max() if len(confirmed) else stable["threshold"].max())
-        none_confirmed = "" if len(confirmed) else "; no GDPO or DARA seed confirms any threshold"
+        if len(confirmed):
+            strict, none_confirmed = float(confirmed.max()), ""
+        else:
+            strict, none_confirmed = float(stable["threshold"].max()), "; no GDPO or DARA seed confirms any threshold"
         records = stable[np.isclose(stable["threshold"], strict)]
         window, future = stable_window(stable, config)
         for method in ("dara_asym", "dara_sym"):
