@@ -294,3 +294,33 @@ def test_a_state_from_before_rollouts_parquet_trains_the_run_from_step_0(act_pol
     pd.testing.assert_frame_equal(reference[columns], again[columns])
     assert pd.read_parquet(old / "rollouts.parquet")["step"].tolist() == pd.read_parquet(
         fresh / "rollouts.parquet")["step"].tolist()
+
+
+@pytest.mark.parametrize("temperature, top_p", [(1.0, 1.0), (0.6, 0.95)])
+def test_rows_that_leave_the_decoder_change_no_draw(act_policy, monkeypatch, temperature, top_p):
+    """The sampler drops ended rows from its decoder; with dropping switched off it draws the same tokens, and the
+    log-probs differ only by float rounding."""
+    import dara.tiny.policy as policy_module
+    from dara.tiny.decoder import LeanDecoder
+
+    tokenizer, model = load_policy(act_policy)
+    prompts = ["You are in the hall.\nAssistant:\n", "You are in the kitchen. You see: mug.\nAssistant:\n"] * 16
+    kept_rows = []
+    real_keep = LeanDecoder.keep
+
+    def counting_keep(self, rows):
+        kept_rows.append(len(rows))
+        return real_keep(self, rows)
+
+    monkeypatch.setattr(LeanDecoder, "keep", counting_keep)
+    torch.manual_seed(3)
+    dropping = rollout(model, tokenizer, prompts, max_new_tokens=24, temperature=temperature, top_p=top_p)
+    assert kept_rows and min(kept_rows) < len(prompts)  # rows did leave the decoder
+    monkeypatch.setattr(policy_module, "ENDED_SHARE_TO_DROP", float("inf"))
+    kept_rows.clear()
+    torch.manual_seed(3)
+    keeping = rollout(model, tokenizer, prompts, max_new_tokens=24, temperature=temperature, top_p=top_p)
+    assert not kept_rows
+    for key in ("input_ids", "attention_mask", "response_mask", "prompt_length"):
+        assert torch.equal(dropping[key], keeping[key]), key
+    assert (dropping["logprobs"] - keeping["logprobs"]).abs().max() < 1e-5

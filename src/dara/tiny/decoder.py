@@ -63,6 +63,13 @@ class LeanDecoder:
                         for layer in model.model.layers]
             self.gate_up = [_stacked(layer.mlp.gate_proj, layer.mlp.up_proj) for layer in model.model.layers]
 
+    def keep(self, rows: torch.Tensor) -> None:
+        """Keep only these rows (indices into the current ones, in order) in the cache: the sampler drops rows that
+        have ended, so that the decoding steps after them compute only the rows still being sampled."""
+        self.keys = [cache.index_select(0, rows) for cache in self.keys]
+        self.values = [cache.index_select(0, rows) for cache in self.values]
+        self.rows = len(rows)
+
     def forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor,
                 attention_mask: torch.Tensor) -> torch.Tensor:
         """Logits of the last input position; the inputs' keys and values join the cache.

@@ -21,6 +21,8 @@ from dara.io import replace_dir_atomically
 from dara.tiny.decoder import LeanDecoder
 
 PAD, EOS = "<pad>", "<eos>"
+# The sampler drops rows that have ended from its decoder once they are this share of the decoder's rows (see rollout).
+ENDED_SHARE_TO_DROP = 0.25
 
 
 def train_tokenizer(texts: Sequence[str], vocab_size: int) -> PreTrainedTokenizerFast:
@@ -106,7 +108,9 @@ def rollout(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int, te
     the loop stops when every row has ended or after ``max_new_tokens`` tokens. It is a KV-cache loop over
     `dara.tiny.decoder.LeanDecoder`, because Hugging Face ``generate``'s per-token machinery costs more than the forward of a
     model this small. A token is drawn by inverting the CDF with one uniform per row, much cheaper than
-    ``torch.multinomial``, which draws one exponential per vocabulary entry.
+    ``torch.multinomial``, which draws one exponential per vocabulary entry. Rows that have ended leave the decoder
+    in batches (``ENDED_SHARE_TO_DROP``); every row still draws its uniform at every step, so which rows are in the
+    decoder changes no draw (tested), only float rounding of the log-probs (about 1e-6: a smaller batch).
     """
     if temperature <= 0:
         raise ValueError(f"temperature must be positive (sampling), got {temperature}")
@@ -126,6 +130,9 @@ def rollout(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int, te
     logits = decoder.forward(prompt_ids, positions, prompt_mask)
     next_position = positions[:, -1:] + 1
     finished = torch.zeros(rows, dtype=torch.bool)
+    # The rows still in the decoder (indices into the batch): a row that has ended is padding from then on, so once
+    # ENDED_SHARE_TO_DROP of the decoder's rows have ended they leave it, and later tokens cost only the others.
+    live = torch.arange(rows)
     length = 0
     for t in range(max_new_tokens):
         logits = logits.float()
@@ -136,25 +143,32 @@ def rollout(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int, te
         cdf = sampling_probs.cumsum(dim=-1)
         # First index whose cumulative probability exceeds u * total: token i with probability p_i is drawn with
         # probability p_i (scaling by the total absorbs the cumsum's rounding; the clamp only guards u * total
-        # rounding up to the total itself).
-        draw = torch.rand(rows, 1) * cdf[:, -1:]
+        # rounding up to the total itself). One uniform per row of the batch, dropped rows included, so the draws
+        # do not depend on when rows leave the decoder.
+        draw = torch.rand(rows, 1)[live] * cdf[:, -1:]
         token = torch.searchsorted(cdf, draw, right=True).clamp(max=cdf.shape[1] - 1).squeeze(1)
-        token = token.masked_fill(finished, pad)
-        response[:, t] = token
+        ended = finished[live]
+        token = token.masked_fill(ended, pad)
         # The log-probability at temperature 1: log of the softmax already computed when T = 1 (one softmax per
         # token instead of a log-softmax and an exp; float32 rounding stays near 1e-7), else logit - logsumexp.
         if temperature == 1.0:
             token_logp = probs.gather(1, token[:, None]).squeeze(1).log()
         else:
             token_logp = logits.gather(1, token[:, None]).squeeze(1) - torch.logsumexp(logits, dim=-1)
-        logprobs[:, t] = token_logp.masked_fill(finished, 0.0)
+        response[live, t] = token
+        logprobs[live, t] = token_logp.masked_fill(ended, 0.0)
         length = t + 1
-        finished |= token == eos
+        finished[live] |= token == eos
         if bool(finished.all()) or length == max_new_tokens:
             break
-        # Rows that ended keep decoding padding, as Hugging Face's generate does; their tokens are masked out of
-        # the response.
-        logits = decoder.forward(token[:, None], next_position + t, attention[:, :width + length])
+        ended = finished[live]
+        if int(ended.sum()) >= ENDED_SHARE_TO_DROP * len(live):
+            kept = (~ended).nonzero().squeeze(1)
+            decoder.keep(kept)
+            live, token = live[kept], token[kept]
+        # Rows that ended but are still in the decoder keep decoding padding, as Hugging Face's generate does;
+        # their tokens are masked out of the response.
+        logits = decoder.forward(token[:, None], next_position[live] + t, attention[live, :width + length])
     model.train(was_training)
     response, logprobs = response[:, :length], logprobs[:, :length]
     is_eos = response == eos
