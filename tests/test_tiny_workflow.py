@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from dara.experiments import load_experiment
-from dara.runs import run_matrix, training_jobs
+from dara.runs import evaluation_jobs, most_common_group_size, run_matrix, training_jobs
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
@@ -36,6 +36,26 @@ def test_dry_run_plans_one_training_job_per_task_method_and_group_size(scale):
     assert sum(job_count(output, f"train_{t}_{m}_G{g}") for t, m, g in groups) == len(groups)
     assert sum(job_count(output, f"train_{job.name}") for job in training_jobs(runs)) == len(groups)
     assert job_count(output, "warm_start") == len({r.task for r in runs})
+    # one evaluation job per task, at the G its tables read (the group-size sweep's other G are not evaluated)
+    evaluated = [job for job in evaluation_jobs(runs) if job_count(output, f"evaluate_{job.name}")]
+    main_g = {task: most_common_group_size(r.group_size for r in runs if r.task == task)
+              for task in {r.task for r in runs}}
+    assert sorted((job.runs[0].task, job.runs[0].group_size) for job in evaluated) == sorted(main_g.items())
+    assert all(job_count(output, f"evaluate_{job.name}") == 1 for job in evaluated)
+
+
+def test_evaluation_jobs_hold_every_run_of_one_backend_task_and_group_size_once():
+    runs = run_matrix(load_experiment("tiny"))
+    jobs = evaluation_jobs(runs)
+    assert sorted(run.run_dir for job in jobs for run in job.runs) == sorted(run.run_dir for run in runs)
+    for job in jobs:
+        assert len({(run.backend, run.task, run.group_size) for run in job.runs}) == 1
+    assert len({job.name for job in jobs}) == len(jobs)
+    headline = next(job for job in jobs if job.name == "toolcall_G4")
+    # by method in the experiment's order, then seed
+    assert [run.method for run in headline.runs][:11] == ["grpo"] * 10 + ["gdpo"]
+    assert [run.seed for run in headline.runs][:10] == list(range(10))
+    assert next(job for job in jobs if job.backend == "trl").name == "trl_toolcall_G4"
 
 
 def test_a_single_run_is_a_file_target():

@@ -67,8 +67,8 @@ def test_a_comment_edit_plans_nothing(edited):
 
 def test_one_setting_of_one_target_reruns_that_targets_jobs_only(edited):
     jobs = edited(ACT_TARGET, ACT_TARGET[:-1] + ", settings: {learning_rate: 0.002}}")
-    # that run's training and its held-out evaluation (the regime table reads it) only
-    assert _training_and_evaluation(jobs) == {"train_act_critic_dara_sym_G4", "evaluate_act_critic_dara_sym_G4"}
+    # that run's training and the held-out evaluation of its task and G (the regime table reads it) only
+    assert _training_and_evaluation(jobs) == {"train_act_critic_dara_sym_G4", "evaluate_act_critic_G4"}
     # the artifacts drawn from act_critic's runs follow; those of other tasks do not
     assert {"first_crossing", "dynamics", "fig1b", "regime", "report_md"} <= set(jobs)
     assert not {"fig3", "fig4", "fig5", "table1", "table2", "table4a", "backends"} & set(jobs)
@@ -80,18 +80,17 @@ def test_a_warm_start_setting_reruns_that_tasks_warm_start_and_its_runs(edited):
     assert jobs.get("warm_start") == 1
     assert jobs.get("evaluate_warm_start") == 1  # the new warm start's own held-out evaluation
     assert _training_and_evaluation(jobs) == {"warm_start", "evaluate_warm_start", "train_act_critic_dara_sym_G4",
-                                              "evaluate_act_critic_dara_sym_G4"}
+                                              "evaluate_act_critic_G4"}
 
 
 def test_an_evaluation_setting_reruns_every_evaluation_and_no_training(edited):
     jobs = edited("\nevaluation:\n", "\nevaluation:\n  samples: 1\n")
     from dara.experiments import load_experiment
-    from dara.runs import run_matrix, training_jobs
+    from dara.runs import evaluation_jobs, run_matrix
 
-    every_job = {f"evaluate_{job.name}" for job in training_jobs(run_matrix(load_experiment("smoke")))}
+    every_job = {f"evaluate_{job.name}" for job in evaluation_jobs(run_matrix(load_experiment("smoke")))}
     every_job.add("evaluate_warm_start")  # its params are the evaluation settings too
     planned = _training_and_evaluation(jobs)
     # evaluations only (every one the artifacts read: the tool and math tasks at their main G), no training
     assert planned <= every_job
-    assert {"evaluate_toolcall_grpo_G4", "evaluate_toolcall_dara_sym_G4", "evaluate_math_length_gdpo_G4",
-            "evaluate_math_length_dara_asym_G4", "evaluate_toolcall3_dara_sym_G4"} <= planned
+    assert {"evaluate_toolcall_G4", "evaluate_math_length_G4", "evaluate_toolcall3_G4"} <= planned

@@ -395,3 +395,33 @@ def training_jobs(runs: list[Run]) -> list[TrainingJob]:
         key = (run.backend, run.task_dir, run.method, run.group_size) + ((run.seed,) if run.backend == "verl" else ())
         jobs.setdefault(key, []).append(run)
     return [TrainingJob(tuple(sorted(group, key=lambda r: r.seed))) for group in jobs.values()]
+
+
+@dataclass(frozen=True)
+class EvaluationJob:
+    """Runs whose checkpoints one CPU evaluation process samples and scores: every run of one (backend, task, G),
+    whatever its method and seed. The process's imports (torch and transformers, then bfcl-eval's for the tool
+    tasks) cost more than evaluating a seed group's checkpoints at the tiny scale, so it pays them once for all the
+    runs a table reads at that G."""
+
+    runs: tuple[Run, ...]
+
+    @property
+    def name(self) -> str:
+        first = self.runs[0]
+        backend = "" if first.backend == first.scale_backend else f"{first.backend}_"
+        return f"{backend}{first.task_dir}_G{first.group_size}".replace("-", "_").replace(".", "")
+
+    @property
+    def backend(self) -> str:
+        return self.runs[0].backend
+
+
+def evaluation_jobs(runs: list[Run]) -> list[EvaluationJob]:
+    """Runs grouped into CPU evaluation processes (see `EvaluationJob`), in run order; each job's runs by method
+    (in run order), then seed."""
+    jobs: dict[tuple, list[Run]] = {}
+    for run in runs:
+        jobs.setdefault((run.backend, run.task_dir, run.group_size), []).append(run)
+    methods = {run.method: index for index, run in reversed(list(enumerate(runs)))}
+    return [EvaluationJob(tuple(sorted(group, key=lambda r: (methods[r.method], r.seed)))) for group in jobs.values()]

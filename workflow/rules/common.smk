@@ -6,7 +6,7 @@ import os
 import sys
 
 from dara.experiments import load_experiment, warm_start_settings
-from dara.runs import folder_patterns, most_common_group_size, run_matrix, training_jobs
+from dara.runs import evaluation_jobs, folder_patterns, most_common_group_size, run_matrix, training_jobs
 
 # Shell commands say `python`: make that the interpreter running Snakemake (e.g. .venv/bin/snakemake without an
 # activated environment), so every stage runs in the environment that has dara installed.

@@ -2,8 +2,9 @@
 #   snakemake results/tiny/eval/toolcall/dara_sym/G8/seed0/step10.json
 # This stage appends nothing to ALL_OUTPUTS: the analysis asks for the evaluations it draws.
 #
-# CPU scales: one job per training job (the seeds of a task, method, G) evaluates all checkpoints of its runs in one
-#   process (torch and bfcl-eval load once); the experiment's `evaluation` settings are its params (rerun trigger).
+# CPU scales: one job per task and G (dara.runs.evaluation_jobs: every method and seed, e.g. evaluate_toolcall_G4)
+#   evaluates all checkpoints of its runs in one process (torch and bfcl-eval load once, which costs more than
+#   evaluating a seed group); its runs and the experiment's `evaluation` settings are its params (rerun trigger).
 #   verl on CPU (scale verl_cpu) exports tiny policies: its checkpoints are evaluated the same way.
 #   Tool-calling tasks are scored by bfcl-eval in .venv-bfcl (a subprocess).
 # paper: per checkpoint, generation on GPUs (BFCL: bfcl-eval's inference loop against `vllm serve`; math:
@@ -42,7 +43,7 @@ def warm_start_evaluations(job):
     return [f"{policy}/heldout_eval/step0.json"] if policy and "warm_start" in EXPERIMENT else []
 
 
-for _job in training_jobs(RUNS):
+for _job in evaluation_jobs(RUNS):
     if _job.backend not in CPU_BACKENDS and not on_cpu(_job):
         continue
 
@@ -58,7 +59,7 @@ for _job in training_jobs(RUNS):
             f"{RESULTS}/logs/evaluate/{_job.name}.log",
         benchmark:
             f"{RESULTS}/benchmarks/evaluate/{_job.name}.tsv"
-        priority: len(_job.runs)  # longest first, as training
+        priority: len(_job.runs)  # longest first, as training (it waits for all of its runs' training)
         threads: 1
         params:
             runs=[run.to_json() for run in _job.runs],  # resolved, as the training jobs receive them

@@ -1,5 +1,5 @@
-"""Held-out evaluation on CPU of every checkpoint of tiny-policy runs (a seed group per process): the tiny and TRL
-trainers' runs, and verl's runs at the verl_cpu scale.
+"""Held-out evaluation on CPU of every checkpoint of tiny-policy runs (a task's runs at one G per process): the tiny
+and TRL trainers' runs, and verl's runs at the verl_cpu scale.
 
     python -m dara.evaluation.tiny --experiment tiny --run-dir results/tiny/runs/toolcall/dara_sym/G8/seed0 ...
 
@@ -141,7 +141,8 @@ def evaluate_runs(runs: Sequence[Run | WarmStart], *, heldout_items: int, sample
     last checkpoint (a pilot's before and after).
 
     Importing torch and bfcl-eval costs seconds per process, more than a tiny run's generation, so one job
-    evaluates a seed group and every tool-calling output of all its checkpoints goes to one bfcl-eval subprocess.
+    evaluates every run of a task at one G (`dara.runs.evaluation_jobs`) and every tool-calling output of all its
+    checkpoints goes to one bfcl-eval subprocess.
     ``warm_start_evals``: warm-start evaluations (``--warm-start``) to copy where a step-0 checkpoint matches one.
     Checkpoints whose evaluation file exists are skipped (a rerun resumes).
     """
