@@ -81,15 +81,37 @@ def claims_table(tables: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def job_seconds_by_stage(results: Path) -> dict[str, float]:
+    """Every job's own wall time (Snakemake's benchmark files, ``benchmarks/<stage>/<job>.tsv``; the last
+    attempt's), summed per stage folder (train, evaluate, warm_start, analysis, ...): what a run from empty costs in
+    core time, also after a partial rerun."""
+    import pandas as pd
+
+    stages: dict[str, float] = {}
+    for path in sorted((results / "benchmarks").glob("*/*.tsv")):
+        stages[path.parent.name] = stages.get(path.parent.name, 0.0) + float(pd.read_csv(path, sep="\t")["s"].iloc[-1])
+    return stages
+
+
+def minutes(seconds: float) -> str:
+    return f"{int(seconds // 60)} min {int(seconds % 60)} s"
+
+
 def timing_table(results: Path) -> str:
-    """The wall time `make reproduce` recorded (results/tiny/reproduce_seconds.txt) and what it covered."""
+    """The wall time `make reproduce` recorded (results/tiny/reproduce_seconds.txt), what it covered, and every
+    job's time summed per stage (core time: on two cores the wall time is at least half of it)."""
     recorded = (results / "reproduce_seconds.txt").read_text()
     seconds = float(recorded.split()[0])
     from_empty = recorded.strip().endswith("yes")
     runs = len(list((results / "runs").glob("*/*/G*/seed*/metrics.parquet")))
+    stages = job_seconds_by_stage(results)
+    by_stage = ", ".join(f"{stage} {seconds / 60:.1f}" for stage, seconds in
+                         sorted(stages.items(), key=lambda item: -item[1]))
     return (f"| what | value |\n|---|---|\n| `make reproduce` wall time after set-up, 2 cores | "
-            f"{int(seconds // 60)} min {int(seconds % 60)} s |\n| started from an empty `results/tiny` | "
-            f"{'yes' if from_empty else 'no (a partial rerun)'} |\n| training runs | {runs} |\n")
+            f"{minutes(seconds)} |\n| started from an empty `results/tiny` | "
+            f"{'yes' if from_empty else 'no (a partial rerun)'} |\n| training runs | {runs} |\n"
+            f"| every job's time, summed | {minutes(sum(stages.values()))} |\n"
+            f"| per stage (benchmarks/ folder), minutes | {by_stage} |\n")
 
 
 def copy(source: Path, target: Path) -> None:
@@ -117,12 +139,11 @@ def verl_cpu_timing_table(results: Path) -> str:
     peak = max(float(frame["max_rss"].max()) for frame in verl_jobs)
     per_run = [float(frame["s"].iloc[-1]) for frame in verl_jobs]
     # every job's own time: what a run from empty costs, also after a partial rerun (verl jobs run one at a time)
-    job_seconds = sum(float(pd.read_csv(path, sep="\t")["s"].iloc[-1])
-                      for path in (results / "benchmarks").glob("*/*.tsv"))
+    job_seconds = sum(job_seconds_by_stage(results).values())
     return (f"| what | value |\n|---|---|\n| `make verl-cpu` wall time after set-up, 2 cores | "
-            f"{int(seconds // 60)} min {int(seconds % 60)} s |\n| started from an empty `results/verl_cpu` | "
+            f"{minutes(seconds)} |\n| started from an empty `results/verl_cpu` | "
             f"{'yes' if from_empty else 'no (a partial rerun)'} |\n| every job's time, summed | "
-            f"{int(job_seconds // 60)} min {int(job_seconds % 60)} s |\n| verl runs / tiny-trainer runs | "
+            f"{minutes(job_seconds)} |\n| verl runs / tiny-trainer runs | "
             f"{verl_runs} / {tiny_runs} |\n| one verl run (Ray start-up included), min-max | "
             f"{min(per_run):.0f}-{max(per_run):.0f} s |\n| peak memory of a verl training job (max RSS) | "
             f"{peak / 1024:.1f} GB |\n| code revision of the runs | {', '.join(r[:10] for r in revisions)} |\n")

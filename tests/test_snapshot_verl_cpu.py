@@ -1,4 +1,5 @@
-"""The verl_cpu cost table that `make snapshot` writes after `make verl-cpu` counts what the run left."""
+"""The cost tables that `make snapshot` writes (after `make reproduce`, after `make verl-cpu`) count what the run
+left."""
 
 from pathlib import Path
 
@@ -39,6 +40,25 @@ def test_the_verl_cpu_table_counts_runs_per_backend_job_time_memory_and_revision
     assert "| 200-240 s |" in table  # verl jobs only (<job>_seed<S>.tsv)
     assert "| 6.0 GB |" in table
     assert f"| code revision of the runs | {'a' * 10} |" in table
+
+
+def test_the_tiny_table_sums_every_jobs_time_per_stage(tmp_path):
+    results = tmp_path / "tiny"
+    for seed in (0, 1):
+        _run(results / "runs" / "toolcall" / "gdpo" / "G4" / f"seed{seed}", "c" * 40)
+    _benchmark(results / "benchmarks" / "train" / "toolcall_gdpo_G4.tsv", 300.0, 900.0)
+    _benchmark(results / "benchmarks" / "train" / "math_length_gdpo_G8.tsv", 420.0, 900.0)
+    _benchmark(results / "benchmarks" / "evaluate" / "toolcall_G4.tsv", 66.0, 900.0)
+    _benchmark(results / "benchmarks" / "warm_start" / "toolcall.tsv", 90.0, 800.0)
+    (results / "reproduce_seconds.txt").write_text("1000 seconds; started from an empty results/tiny: no\n")
+
+    table = load_script("analysis/snapshot.py").timing_table(results)
+
+    assert "| 16 min 40 s |" in table
+    assert "| started from an empty `results/tiny` | no (a partial rerun) |" in table
+    assert "| training runs | 2 |" in table
+    assert "| every job's time, summed | 14 min 36 s |" in table  # 300 + 420 + 66 + 90 s
+    assert "| train 12.0, warm_start 1.5, evaluate 1.1 |" in table  # minutes, largest first
 
 
 def test_a_verl_cpu_run_without_training_benchmarks_is_refused(tmp_path):
