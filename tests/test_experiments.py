@@ -36,8 +36,8 @@ def test_shipped_experiments_validate_and_every_run_has_a_cpu_trainers_settings(
 def test_tiny_run_matrix_sizes(tiny):
     sizes = {name: len(run_matrix(tiny, name)) for name in TINY_TARGETS}
     assert sizes == {"toolcall": 40, "toolcall_baselines": 15, "math_length": 30, "math_baselines": 18,
-                     "act_critic": 18, "group_size": 60, "group_size_asym": 9, "group_size_grpo": 9, "three_rewards": 15,
-                     "static_vs_dynamic": 12, "trl": 30, "toolcall_control": 10, "math_control": 10,
+                     "act_critic": 18, "group_size": 60, "group_size_asym": 9, "group_size_grpo": 9,
+                     "three_rewards": 15, "static_vs_dynamic": 12, "trl": 30, "toolcall_control": 10, "math_control": 10,
                      "three_rewards_control": 10, "act_critic_control": 10}
     runs = run_matrix(tiny)
     # group_size shares its G=4 runs with toolcall (and group_size_asym and group_size_grpo with toolcall's DARA-Asym

@@ -368,6 +368,12 @@ def runs_from_arguments(args: argparse.Namespace, parser: argparse.ArgumentParse
     return [find_run_by_dir(experiment, run_dir) for run_dir in args.run_dir]
 
 
+def _job_name(run: Run, coordinates: str) -> str:
+    """A rule name for a job of ``run``'s kind: its backend first where it is not the scale's own."""
+    backend = "" if run.backend == run.scale_backend else f"{run.backend}_"
+    return f"{backend}{coordinates}".replace("-", "_").replace(".", "")
+
+
 @dataclass(frozen=True)
 class TrainingJob:
     """Runs trained by one process: the seeds of one (backend, task, model, method, G). At the CPU scales a
@@ -379,9 +385,8 @@ class TrainingJob:
     @property
     def name(self) -> str:
         first = self.runs[0]
-        backend = "" if first.backend == first.scale_backend else f"{first.backend}_"
         seeds = "" if first.backend != "verl" else f"_seed{first.seed}"
-        return f"{backend}{first.task_dir}_{first.method}_G{first.group_size}{seeds}".replace("-", "_").replace(".", "")
+        return _job_name(first, f"{first.task_dir}_{first.method}_G{first.group_size}{seeds}")
 
     @property
     def backend(self) -> str:
@@ -409,8 +414,7 @@ class EvaluationJob:
     @property
     def name(self) -> str:
         first = self.runs[0]
-        backend = "" if first.backend == first.scale_backend else f"{first.backend}_"
-        return f"{backend}{first.task_dir}_G{first.group_size}".replace("-", "_").replace(".", "")
+        return _job_name(first, f"{first.task_dir}_G{first.group_size}")
 
     @property
     def backend(self) -> str:
