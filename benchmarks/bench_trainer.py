@@ -10,6 +10,10 @@ trainer's own ``seconds`` column (rollouts, rewards, advantages, log-probs, upda
 out). The two sides sample different responses (the sampler changed, so the random stream did), hence the mean
 response length of each side is printed too: a step's cost grows with it.
 
+Settings the old trainer does not know, and task options its task does not take, are left out and named in the
+output (at the default old revision: the learning-rate warm-up, and ``wrong_key_rate``, which only shapes the
+warm start's demonstrations, so both sides train on the same prompts).
+
 Per phase, the time is split by wrapping the trainer module's functions: sampling (``sample`` / ``rollout``),
 log-prob passes outside the update (``token_logprobs``: old log-probs and reference), the update (``ppo_update``,
 its own forward and backward included), and the rest (decoding, rewards, advantages).
@@ -18,6 +22,7 @@ its own forward and backward included), and the rest (decoding, rewards, advanta
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import statistics
@@ -63,8 +68,14 @@ def worker(spec: dict) -> dict:
     trainer.token_logprobs = timed("logprobs", trainer.token_logprobs)
     trainer.ppo_update = timed("update", trainer.ppo_update)
 
-    # Settings a revision's trainer does not know (added later) are left out and reported. Revisions before
-    # dara.tiny.trainer.TrainSettings took one TrainArgs (coordinates, folders and settings); later ones a Run.
+    # Settings a revision's trainer does not know (added later) are left out and reported, and so are task options
+    # its task does not take. Revisions before dara.tiny.trainer.TrainSettings took one TrainArgs (coordinates,
+    # folders and settings); later ones a Run.
+    from dara.tasks import TASK_CLASSES
+
+    task_options, unknown_options = known_options(TASK_CLASSES[spec["coordinates"]["task"]],
+                                                  spec["settings"].get("task_options", {}))
+    spec = {**spec, "settings": {**spec["settings"], "task_options": task_options}}
     given = {**spec["coordinates"], **spec["settings"]}
     with tempfile.TemporaryDirectory() as out:
         if hasattr(trainer, "TrainSettings"):
@@ -79,7 +90,18 @@ def worker(spec: dict) -> dict:
             arguments = {k: v for k, v in given.items() if k in known}
             frame = trainer.train(trainer.TrainArgs(out=out, policy=spec["policy"], progress=False, **arguments))
     return {"dara": dara.__file__, "seconds": frame["seconds"].tolist(), "phases": totals,
-            "response_length": float(frame["response_length"].mean()), "ignored": sorted(set(given) - known)}
+            "response_length": float(frame["response_length"].mean()),
+            "ignored": sorted(set(given) - known) + [f"task_options.{name}" for name in unknown_options]}
+
+
+def known_options(task_class, options: dict) -> tuple[dict, list[str]]:
+    """The task options ``task_class`` takes, and the names of those it does not (an older revision's task:
+    `make bench-trainer`'s tool-calling options that only shape the warm start's demonstrations, such as
+    ``wrong_key_rate``, came after the default old revision)."""
+    parameters = inspect.signature(task_class).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return dict(options), []
+    return {k: v for k, v in options.items() if k in parameters}, sorted(set(options) - set(parameters))
 
 
 def run_side(src: Path, spec: dict) -> dict:
@@ -153,13 +175,16 @@ def main() -> None:
             f"{phase} {share:5.1%}" for phase, share in shares.items()))
         name = f"revision {args.revision}" if side == "old" else "this checkout"
         table.append(f"| {name} | {per_step * 1e3:.0f} | " + " | ".join(f"{share:.0%}" for share in shares.values()) + " |")
+    left_out = {side: sorted({name for r in results[side] for name in r["ignored"]}) for side in results}
+    notes = "".join(f"\nThe {side} trainer ran without what it does not know: {', '.join(names)}.\n"
+                    for side, names in left_out.items() if names)
     if args.out:
         from dara.io import write_text_atomic
 
         write_text_atomic(args.out, f"Step time old/new: **{statistics.median(ratios):.2f}x** (median of {len(ratios)} "
                           f"interleaved repetitions: {', '.join(f'{r:.2f}x' for r in ratios)}; {args.task}, "
                           f"{args.method}, G{args.group_size}, {args.steps} steps each, one thread).\n\n"
-                          + "\n".join(table) + "\n")
+                          + "\n".join(table) + "\n" + notes)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 """A lean KV-cache forward for the tiny Qwen2 policy, used by the sampler (`dara.tiny.policy.rollout`).
 
 Why it exists: at ~0.1 M parameters, one call of ``Qwen2ForCausalLM.forward`` during decoding costs more in Python
-bookkeeping (output dataclasses, mask construction, cache objects, decorators) than in arithmetic, and sampling is
-about half of a training step (``make bench-trainer`` measures the step and its phases), so this is where the tiny
-study's wall time goes.
+bookkeeping (output dataclasses, mask construction, cache objects, decorators) than in arithmetic, and sampling
+is a large part of a training step (``make bench-trainer`` measures the step and its phases against the
+trainer before this decoder).
 
 What is written by hand is the layer wiring (normalise, project, rotate, append to the cache, attend, project back,
 gated MLP), with fewer and larger calls than the modules make: q/k/v and gate/up as one matrix each, the rotary
