@@ -71,11 +71,9 @@ def worker(spec: dict) -> dict:
     # Settings a revision's trainer does not know (added later) are left out and reported, and so are task options
     # its task does not take. Revisions before dara.tiny.trainer.TrainSettings took one TrainArgs (coordinates,
     # folders and settings); later ones a Run.
-    from dara.tasks import TASK_CLASSES
+    import dara.tasks
 
-    task_options, unknown_options = known_options(TASK_CLASSES[spec["coordinates"]["task"]],
-                                                  spec["settings"].get("task_options", {}))
-    spec = {**spec, "settings": {**spec["settings"], "task_options": task_options}}
+    spec, unknown_options = with_known_task_options(spec, getattr(dara.tasks, "TASK_CLASSES", None))
     given = {**spec["coordinates"], **spec["settings"]}
     with tempfile.TemporaryDirectory() as out:
         if hasattr(trainer, "TrainSettings"):
@@ -94,14 +92,21 @@ def worker(spec: dict) -> dict:
             "ignored": sorted(set(given) - known) + [f"task_options.{name}" for name in unknown_options]}
 
 
-def known_options(task_class, options: dict) -> tuple[dict, list[str]]:
-    """The task options ``task_class`` takes, and the names of those it does not (an older revision's task:
-    `make bench-trainer`'s tool-calling options that only shape the warm start's demonstrations, such as
-    ``wrong_key_rate``, came after the default old revision)."""
-    parameters = inspect.signature(task_class).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
-        return dict(options), []
-    return {k: v for k, v in options.items() if k in parameters}, sorted(set(options) - set(parameters))
+def with_known_task_options(spec: dict, task_classes: dict | None) -> tuple[dict, list[str]]:
+    """``spec`` with only the task options that its task's class (looked up in ``task_classes``, a revision's
+    ``dara.tasks.TASK_CLASSES``) takes as keywords, and the names of those left out. Options added after an old
+    revision, such as ``wrong_key_rate`` after bf5bb9d, would otherwise stop its task with a TypeError. A revision
+    without ``TASK_CLASSES`` gets every option."""
+    options = spec["settings"].get("task_options", {})
+    if task_classes is None or not options:
+        return spec, []
+    parameters = inspect.signature(task_classes[spec["coordinates"]["task"]]).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return spec, []
+    keywords = {p.name for p in parameters if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                         inspect.Parameter.KEYWORD_ONLY)}
+    kept = {name: value for name, value in options.items() if name in keywords}
+    return {**spec, "settings": {**spec["settings"], "task_options": kept}}, sorted(set(options) - keywords)
 
 
 def run_side(src: Path, spec: dict) -> dict:
@@ -155,6 +160,8 @@ def main() -> None:
         for repeat in range(args.repeats):
             for side in ("old", "new"):
                 result = run_side(sides[side], spec)
+                if side == "new" and result["ignored"]:
+                    raise SystemExit(f"this checkout's trainer does not take {result['ignored']} of the run's settings")
                 results[side].append(result)
                 if result["ignored"]:
                     print(f"  ({side} trainer does not know the settings {result['ignored']}: left out)")
@@ -164,8 +171,9 @@ def main() -> None:
     ratios = [sum(o["seconds"]) / sum(n["seconds"]) for o, n in zip(results["old"], results["new"])]
     print(f"step time old/new: median {statistics.median(ratios):.2f}x "
           f"(per repetition: {', '.join(f'{r:.2f}x' for r in ratios)})")
-    table = ["| trainer | ms per step | sampling | log-probs outside the update | update | other |",
-             "|---|---|---|---|---|---|"]
+    # the two sides' responses differ (another sampler, other settings left out), and a step's cost grows with them
+    table = ["| trainer | ms per step | mean response (tokens) | sampling | log-probs outside the update | update "
+             "| other |", "|---|---|---|---|---|---|---|"]
     for side in ("old", "new"):
         total = sum(sum(r["seconds"]) for r in results[side])
         shares = {phase: sum(r["phases"][phase] for r in results[side]) / total for phase in PHASES}
@@ -174,7 +182,9 @@ def main() -> None:
         print(f"  {side}: {per_step * 1e3:7.1f} ms per step; " + ", ".join(
             f"{phase} {share:5.1%}" for phase, share in shares.items()))
         name = f"revision {args.revision}" if side == "old" else "this checkout"
-        table.append(f"| {name} | {per_step * 1e3:.0f} | " + " | ".join(f"{share:.0%}" for share in shares.values()) + " |")
+        length = statistics.mean(r["response_length"] for r in results[side])
+        table.append(f"| {name} | {per_step * 1e3:.0f} | {length:.1f} | "
+                     + " | ".join(f"{share:.0%}" for share in shares.values()) + " |")
     left_out = {side: sorted({name for r in results[side] for name in r["ignored"]}) for side in results}
     notes = "".join(f"\nThe {side} trainer ran without what it does not know: {', '.join(names)}.\n"
                     for side, names in left_out.items() if names)

@@ -5,7 +5,7 @@ folder contents (``config.yaml``, ``git_revision.txt``, ``metrics.parquet`` in t
 ``checkpoints/step{s}``); only the training loop is TRL's:
 
     python -m dara.trl.train --experiment tiny \\
-        --run-dir results/tiny/trl/runs/toolcall/dara_sym/G8/seed0 results/tiny/trl/runs/toolcall/dara_sym/G8/seed1
+        --run-dir results/tiny/trl/runs/toolcall/dara_sym/G4/seed0 results/tiny/trl/runs/toolcall/dara_sym/G4/seed1
 
 How the tiny trainer's settings map onto TRL (``trl_config``): one rollout step is one TRL generation batch of
 ``responses_per_step`` completions (``steps_per_generation = minibatches`` optimizer steps of
