@@ -1,6 +1,6 @@
 """A lean KV-cache forward for the tiny Qwen2 policy, used by the sampler (`dara.tiny.policy.rollout`).
 
-Why it exists: at ~0.1 M parameters, one call of ``Qwen2ForCausalLM.forward`` during decoding costs more in Python
+Why it exists: at 0.12-0.14 M parameters, one call of ``Qwen2ForCausalLM.forward`` during decoding costs more in Python
 bookkeeping (output dataclasses, mask construction, cache objects, decorators) than in arithmetic, and sampling
 is a large part of a training step (``make bench-trainer`` measures the step and its phases against the
 trainer before this decoder).
