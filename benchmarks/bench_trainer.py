@@ -38,8 +38,6 @@ PHASES = ("sampling", "logprobs", "update")
 
 def worker(spec: dict) -> dict:
     """Train in this process and return per-step seconds, per-phase seconds and the mean response length."""
-    import dataclasses
-
     import torch
 
     import dara
@@ -74,22 +72,30 @@ def worker(spec: dict) -> dict:
     import dara.tasks
 
     spec, unknown_options = with_known_task_options(spec, getattr(dara.tasks, "TASK_CLASSES", None))
-    given = {**spec["coordinates"], **spec["settings"]}
     with tempfile.TemporaryDirectory() as out:
         if hasattr(trainer, "TrainSettings"):
             from dara.runs import Run
 
-            known = {f.name for f in dataclasses.fields(trainer.TrainSettings)} | set(spec["coordinates"])
-            settings = {k: v for k, v in spec["settings"].items() if k in known}
+            settings, unknown = taken_as_keywords(trainer.TrainSettings, spec["settings"])
             run = Run(scale="bench", backend="tiny", settings=settings, results=out, **spec["coordinates"])
             frame = trainer.train(run, policy=spec["policy"], progress=False)
         else:
-            known = {f.name for f in dataclasses.fields(trainer.TrainArgs)}
-            arguments = {k: v for k, v in given.items() if k in known}
+            arguments, unknown = taken_as_keywords(trainer.TrainArgs, {**spec["coordinates"], **spec["settings"]})
             frame = trainer.train(trainer.TrainArgs(out=out, policy=spec["policy"], progress=False, **arguments))
     return {"dara": dara.__file__, "seconds": frame["seconds"].tolist(), "phases": totals,
             "response_length": float(frame["response_length"].mean()),
-            "ignored": sorted(set(given) - known) + [f"task_options.{name}" for name in unknown_options]}
+            "ignored": unknown + [f"task_options.{name}" for name in unknown_options]}
+
+
+def taken_as_keywords(target, values: dict) -> tuple[dict, list[str]]:
+    """The entries of ``values`` that ``target`` (a class or function: a trainer's settings dataclass, a task)
+    takes as keyword arguments, and the sorted names of the others. A ``**kwargs`` target takes everything."""
+    parameters = inspect.signature(target).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return dict(values), []
+    keywords = {p.name for p in parameters if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                         inspect.Parameter.KEYWORD_ONLY)}
+    return {k: v for k, v in values.items() if k in keywords}, sorted(set(values) - keywords)
 
 
 def with_known_task_options(spec: dict, task_classes: dict | None) -> tuple[dict, list[str]]:
@@ -100,13 +106,8 @@ def with_known_task_options(spec: dict, task_classes: dict | None) -> tuple[dict
     options = spec["settings"].get("task_options", {})
     if task_classes is None or not options:
         return spec, []
-    parameters = inspect.signature(task_classes[spec["coordinates"]["task"]]).parameters.values()
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
-        return spec, []
-    keywords = {p.name for p in parameters if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                                         inspect.Parameter.KEYWORD_ONLY)}
-    kept = {name: value for name, value in options.items() if name in keywords}
-    return {**spec, "settings": {**spec["settings"], "task_options": kept}}, sorted(set(options) - keywords)
+    kept, unknown = taken_as_keywords(task_classes[spec["coordinates"]["task"]], options)
+    return {**spec, "settings": {**spec["settings"], "task_options": kept}}, unknown
 
 
 def run_side(src: Path, spec: dict) -> dict:
