@@ -61,6 +61,30 @@ def test_the_tiny_table_sums_every_jobs_time_per_stage(tmp_path):
     assert "| train 12.0, warm_start 1.5, evaluate 1.1 |" in table  # minutes, largest first
 
 
+def test_the_tiny_table_keeps_opt_in_jobs_out_of_make_reproduces_time(tmp_path):
+    results = tmp_path / "tiny"
+    _run(results / "runs" / "toolcall" / "gdpo" / "G4" / "seed0", "c" * 40)
+    _benchmark(results / "benchmarks" / "train" / "toolcall_gdpo_G4.tsv", 300.0, 900.0)
+    _benchmark(results / "benchmarks" / "opt_in" / "train" / "trl_toolcall_gdpo_G4.tsv", 500.0, 900.0)
+    _benchmark(results / "benchmarks" / "opt_in" / "train" / "trl_toolcall_dara_sym_G4.tsv", 100.0, 900.0)
+    (results / "reproduce_seconds.txt").write_text("400 seconds; started from an empty results/tiny: yes\n")
+
+    table = load_script("analysis/snapshot.py").timing_table(results)
+
+    assert "| every job's time, summed | 5 min 0 s |" in table  # the trl jobs are not make reproduce's
+    assert "| per stage (benchmarks/ folder), minutes | train 5.0 |" in table
+    assert "| opt-in targets' jobs (run by target name, not by `make reproduce`), summed | 10 min 0 s |" in table
+
+
+def test_the_tiny_table_has_no_opt_in_row_when_no_opt_in_target_ran(tmp_path):
+    results = tmp_path / "tiny"
+    _run(results / "runs" / "toolcall" / "gdpo" / "G4" / "seed0", "c" * 40)
+    _benchmark(results / "benchmarks" / "train" / "toolcall_gdpo_G4.tsv", 300.0, 900.0)
+    (results / "reproduce_seconds.txt").write_text("400 seconds; started from an empty results/tiny: yes\n")
+
+    assert "opt-in" not in load_script("analysis/snapshot.py").timing_table(results)
+
+
 def test_a_verl_cpu_run_without_training_benchmarks_is_refused(tmp_path):
     results = tmp_path / "verl_cpu"
     _run(results / "runs" / "toolcall-tiny_tool" / "grpo" / "G4" / "seed0", "b" * 40)

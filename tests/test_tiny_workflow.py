@@ -70,6 +70,25 @@ def test_a_named_target_builds_its_runs_only():
     assert job_count(output, "train_toolcall3_grpo_G4") == 1 and job_count(output, "train_toolcall_grpo_G4") == 0
 
 
+def test_an_opt_in_target_stays_out_of_the_default_run_and_its_jobs_time_out_of_make_reproduces():
+    """`trl` is opt-in: `snakemake` alone plans none of its jobs, and when run by name its jobs' benchmarks go to
+    benchmarks/opt_in/, which the snapshot's cost of make reproduce leaves out (analysis/snapshot.py)."""
+    def benchmarks(*args):
+        result = subprocess.run([str(SNAKEMAKE), "-n", "--forceall", *args], cwd=ROOT, capture_output=True,
+                                text=True, timeout=300)
+        assert result.returncode == 0, result.stdout + result.stderr
+        return [line.split()[1] for line in result.stdout.splitlines() if line.strip().startswith("benchmark:")]
+
+    default = benchmarks()
+    assert default and not any("trl" in path or "opt_in" in path for path in default)
+    trl = {path for path in benchmarks("trl") if "/train/" in path}
+    opt_in_folder = "results/tiny/benchmarks/opt_in/train"
+    assert {path for path in trl if "/trl_" in path} == {f"{opt_in_folder}/trl_toolcall_{method}_G4.tsv"
+                                                         for method in ("gdpo", "dara_sym", "dara_asym")}
+    # the tiny trainer's runs it compares against are make reproduce's own jobs
+    assert "results/tiny/benchmarks/train/toolcall_gdpo_G4.tsv" in trl
+
+
 def test_a_typo_in_the_experiment_stops_the_workflow_naming_the_key(tmp_path):
     bad = tmp_path / "typo.yaml"
     text = (ROOT / "experiments" / "smoke.yaml").read_text().replace("  learning_rate:", "  learning_rat:")

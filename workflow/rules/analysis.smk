@@ -201,6 +201,5 @@ if OTHER_BACKEND_RUNS:
             " --out-dir {params.out} --metrics {input.metrics} > {log} 2>&1"
 
     # An opt-in target (targets.<name>.opt_in) is left out of `rule all`; the others bring the comparison along.
-    if any(not EXPERIMENT["targets"][target].get("opt_in", False) for run in OTHER_BACKEND_RUNS
-           for target in run.targets):
+    if not all(map(opt_in, OTHER_BACKEND_RUNS)):
         ALL_OUTPUTS += rules.backends.output

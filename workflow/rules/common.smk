@@ -32,6 +32,13 @@ def target_runs(target=None):
     return RUNS if target is None else run_matrix(EXPERIMENT, target)
 
 
+def opt_in(run):
+    """Whether only opt-in targets (targets.<name>.opt_in) ask for a run: it is then left out of `rule all` (`make
+    reproduce`), run by its target's name, and its job's time is kept apart from make reproduce's
+    (benchmarks/opt_in/)."""
+    return all(EXPERIMENT["targets"][target].get("opt_in", False) for target in run.targets)
+
+
 def main_group_size(task):
     """The group size most of a task's runs use (ties: the smallest): tables and checkpoint figures show it."""
     return most_common_group_size(run.group_size for run in OWN_RUNS if run.task == task)
