@@ -85,7 +85,8 @@ def job_seconds_by_stage(results: Path, folder: str = "benchmarks") -> dict[str,
     """Every job's own wall time (Snakemake's benchmark files, ``<folder>/<stage>/<job>.tsv``; the last
     attempt's), summed per stage folder (train, evaluate, warm_start, analysis, ...): what a run from empty costs in
     core time, also after a partial rerun. The opt-in targets' jobs, which `make reproduce` does not run, are in
-    ``benchmarks/opt_in/<stage>/`` (workflow/rules/train.smk): not in the default folder's sum."""
+    ``benchmarks/opt_in/<stage>/`` (workflow/rules/train.smk): not in the default folder's sum. (A results tree made
+    before that folder existed keeps them in ``benchmarks/train/`` until those jobs run again.)"""
     import pandas as pd
 
     stages: dict[str, float] = {}
