@@ -415,6 +415,60 @@ def test_trl_config_maps_the_learning_rate_warm_up_to_transformers_schedule(tmp_
     assert schedule(lambda opt: get_constant_schedule_with_warmup(opt, warmup)) == pytest.approx(expected)
 
 
+@pytest.mark.parametrize("kl_coef", [0.0, 0.5])
+def test_trls_loss_as_configured_has_the_tiny_trainers_gradient(policy, tmp_path, kl_coef):
+    """The same rollouts, advantages, sampling log-probs and reference log-probs, one minibatch: the loss TRL computes
+    under dara.trl.train's config has the gradient of the tiny trainer's (dara.tiny.trainer.ppo_update), the KL term
+    included (TRL 1.16's default weights that term by the importance ratio, which changes its gradient)."""
+    import copy
+
+    from datasets import Dataset
+
+    from dara.experiments import default_settings
+    from dara.runs import Run
+    from dara.tasks import get_task
+    from dara.tiny.policy import load_policy, rollout, token_logprobs
+    from dara.tiny.trainer import TrainSettings, ppo_update
+    from dara.trl.train import trl_config
+
+    run = Run(scale="trltest", backend="trl", task="toolcall", method="gdpo", group_size=G, seed=0,
+              results=str(tmp_path), settings={**default_settings(), "task_options": TOOLCALL_OPTIONS, "steps": 1,
+                                               "responses_per_step": 4 * G, "minibatches": 1, "max_new_tokens": 12,
+                                               "kl_coef": kl_coef, "lr_warmup_updates": 0, "max_grad_norm": 1e9})
+    args = TrainSettings.of(run)
+    tokenizer, model = load_policy(policy)
+    _, reference = load_policy(policy)
+    torch.manual_seed(0)
+    with torch.no_grad():  # a reference away from the policy, so that the KL term and its gradient are not 0
+        for parameter in reference.parameters():
+            parameter.add_(0.1 * torch.randn_like(parameter))
+    prompts = [item["prompt"] for item in get_task("toolcall", **TOOLCALL_OPTIONS).items("train", 4, seed=0)]
+    batch = rollout(model, tokenizer, [prompt for prompt in prompts for _ in range(G)], max_new_tokens=12)
+    width = int(batch["prompt_length"])
+    with torch.no_grad():
+        ref_logp, _ = token_logprobs(reference, batch["input_ids"], batch["attention_mask"], start=width)
+    advantages = torch.randn(4 * G)
+
+    tiny_model = copy.deepcopy(model)
+    ppo_update(tiny_model, torch.optim.SGD(tiny_model.parameters(), lr=0.0), ref_logp if kl_coef else None,
+               batch["logprobs"], batch, advantages, torch.ones(4 * G), args)
+
+    trainer = DaraGRPOTrainer(model=copy.deepcopy(model), processing_class=tokenizer, reward_funcs=[dense, sparse],
+                              args=trl_config(run, args, tmp_path / "trl", progress=False),
+                              train_dataset=Dataset.from_dict({"prompt": prompts}))
+    trainer.current_gradient_accumulation_steps = 1  # set by transformers' training loop, which this test skips
+    inputs = {"prompt_ids": batch["input_ids"][:, :width], "prompt_mask": batch["attention_mask"][:, :width],
+              "completion_ids": batch["input_ids"][:, width:], "completion_mask": batch["response_mask"],
+              "advantages": advantages, "old_per_token_logps": batch["logprobs"], "ref_per_token_logps": ref_logp}
+    trainer.model.zero_grad()
+    trainer._compute_loss(trainer.model, inputs).backward()
+
+    gradients = {name: parameter.grad for name, parameter in trainer.model.named_parameters()}
+    assert kl_coef == 0 or float(torch.exp(ref_logp - batch["logprobs"]).sub(1).abs().max()) > 0.01
+    for name, parameter in tiny_model.named_parameters():
+        assert torch.allclose(gradients[name], parameter.grad, rtol=1e-4, atol=1e-7), name
+
+
 def test_cli_refuses_mismatched_seeds_and_unknown_runs(policy, tmp_path):
     from dara.experiments import ExperimentError
     from dara.trl.train import main

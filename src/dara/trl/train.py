@@ -12,8 +12,9 @@ How the tiny trainer's settings map onto TRL (``trl_config``): one rollout step 
 ``responses_per_step / minibatches`` completions each, one epoch), so ``max_steps = steps * minibatches``;
 ``loss_type="bnpo"`` (token mean per minibatch, the tiny trainer's loss; TRL's default is ``dapo``), constant
 learning rate after a linear warm-up over ``lr_warmup_updates`` optimizer steps (``constant_with_warmup``; plain
-``constant`` at 0), AdamW without weight decay, ``epsilon = clip_ratio``, ``beta = kl_coef``. Differences that
-remain are listed in docs/trl.md.
+``constant`` at 0), AdamW without weight decay, ``epsilon = clip_ratio``, ``beta = kl_coef`` with the KL term not
+weighted by the importance ratio (``use_bias_correction_kl=False``). Differences that remain are listed in
+docs/trl.md.
 
 Row ``step = s`` of ``metrics.parquet`` describes the rollouts of the policy after ``s`` rollout steps, as in the
 tiny trainer, and ``checkpoints/step{s}`` is that policy. Runs do not resume: a killed run starts over.
@@ -102,6 +103,9 @@ def trl_config(run, args: TrainSettings, output_dir: str | Path, progress: bool 
         lr_scheduler_type="constant_with_warmup" if args.lr_warmup_updates else "constant",
         warmup_steps=args.lr_warmup_updates,
         optim="adamw_torch", max_grad_norm=args.max_grad_norm, epsilon=args.clip_ratio, beta=args.kl_coef,
+        # the tiny trainer's (and verl's) KL loss: k3 of the current policy to the reference, not weighted by the
+        # importance ratio as TRL 1.16 does by default, which changes the KL gradient even on-policy
+        use_bias_correction_kl=False,
         entropy_coef=args.entropy_coef, loss_type=LOSS_TYPE, shuffle_dataset=False, logging_steps=1,
         save_strategy="no", report_to="wandb" if args.wandb else "none", disable_tqdm=not progress,
         log_completions=False, dataloader_num_workers=0, remove_unused_columns=False,
