@@ -163,6 +163,17 @@ def take_verl_cpu_snapshot(results: Path, out: Path) -> None:
     write_text_atomic(out / "verl_cpu_timing.md", verl_cpu_timing_table(results))
 
 
+def other_backend_revisions(results: Path) -> str:
+    """REVISION's lines for the runs another backend trained beside the scale's own (``<results>/<backend>/runs/``:
+    the trl target's, whose comparison the snapshot takes): each backend's distinct code revisions, once each."""
+    text = ""
+    for runs in sorted(results.glob("*/runs")):
+        revisions = sorted({path.read_text() for path in runs.glob("*/*/G*/seed*/git_revision.txt")})
+        if revisions:
+            text += f"# {runs.parent.name} runs (backends.md)\n" + "".join(revisions)
+    return text
+
+
 def take_snapshot(results: Path, out: Path) -> None:
     from dara.provenance import revision_text
 
@@ -183,9 +194,11 @@ def take_snapshot(results: Path, out: Path) -> None:
     copy(results / "diagnostics" / "toolcall" / "diagnostics.png", out / "diagnostics_toolcall.png")
     copy(results / "diagnostics" / "toolcall" / "report.md", out / "diagnostics_toolcall.md")
     # the opt-in `trl` target's comparison, when it ran (`snakemake --cores 2 trl`); an older one is kept otherwise
+    backend_revisions = ""
     if (results / "tables" / "backends.md").is_file():
         copy(results / "tables" / "backends.md", out / "backends.md")
         copy(results / "figures" / "backends.png", out / "backends.png")
+        backend_revisions = other_backend_revisions(results)
     revisions = {path.read_text() for path in (results / "runs").glob("*/*/G*/seed*/git_revision.txt")}
     if len(revisions) != 1:
         raise SystemExit(f"the runs under {results} come from {len(revisions)} code revisions; rerun them together")
@@ -195,7 +208,8 @@ def take_snapshot(results: Path, out: Path) -> None:
                           for record in [json.loads(path.read_text())]})
     evaluation_text = "".join(f"revision: {sha}\ndirty: {str(dirty).lower()}\n" for sha, dirty in evaluations)
     # the runs' revision decides the metrics; tables, figures and REPORT.md are redrawn by the analysis of this one
-    write_text_atomic(out / "REVISION", f"# training runs\n{revisions.pop()}# held-out evaluations\n{evaluation_text}"
+    write_text_atomic(out / "REVISION", f"# training runs\n{revisions.pop()}{backend_revisions}"
+                                        f"# held-out evaluations\n{evaluation_text}"
                                         f"# analysis and this snapshot\n{analysis_revision}")
 
 

@@ -85,6 +85,22 @@ def test_the_tiny_table_has_no_opt_in_row_when_no_opt_in_target_ran(tmp_path):
     assert "opt-in" not in load_script("analysis/snapshot.py").timing_table(results)
 
 
+def test_revision_lists_each_other_backends_run_revisions_once(tmp_path):
+    results = tmp_path / "tiny"
+    _run(results / "runs" / "toolcall" / "gdpo" / "G4" / "seed0", "a" * 40)  # the scale's own: not listed here
+    _run(results / "trl" / "runs" / "toolcall" / "gdpo" / "G4" / "seed0", "b" * 40)
+    _run(results / "trl" / "runs" / "toolcall" / "gdpo" / "G4" / "seed1", "b" * 40)
+    _run(results / "trl" / "runs" / "toolcall" / "dara_sym" / "G4" / "seed0", "c" * 40)
+    snapshot = load_script("analysis/snapshot.py")
+
+    text = snapshot.other_backend_revisions(results)
+
+    assert text.splitlines()[0] == "# trl runs (backends.md)"
+    assert [line for line in text.splitlines() if line.startswith("revision:")] == [f"revision: {'b' * 40}",
+                                                                                    f"revision: {'c' * 40}"]
+    assert snapshot.other_backend_revisions(tmp_path / "empty") == ""
+
+
 def test_a_verl_cpu_run_without_training_benchmarks_is_refused(tmp_path):
     results = tmp_path / "verl_cpu"
     _run(results / "runs" / "toolcall-tiny_tool" / "grpo" / "G4" / "seed0", "b" * 40)
