@@ -163,12 +163,17 @@ def take_verl_cpu_snapshot(results: Path, out: Path) -> None:
     write_text_atomic(out / "verl_cpu_timing.md", verl_cpu_timing_table(results))
 
 
+def run_revisions(runs: Path) -> set[str]:
+    """The distinct ``git_revision.txt`` texts of the runs under a runs folder (``<task>/<method>/G<G>/seed<S>``)."""
+    return {path.read_text() for path in runs.glob("*/*/G*/seed*/git_revision.txt")}
+
+
 def other_backend_revisions(results: Path) -> str:
     """REVISION's lines for the runs another backend trained beside the scale's own (``<results>/<backend>/runs/``:
     the trl target's, whose comparison the snapshot takes): each backend's distinct code revisions, once each."""
     text = ""
     for runs in sorted(results.glob("*/runs")):
-        revisions = sorted({path.read_text() for path in runs.glob("*/*/G*/seed*/git_revision.txt")})
+        revisions = sorted(run_revisions(runs))
         if revisions:
             text += f"# {runs.parent.name} runs (backends.md)\n" + "".join(revisions)
     return text
@@ -199,7 +204,7 @@ def take_snapshot(results: Path, out: Path) -> None:
         copy(results / "tables" / "backends.md", out / "backends.md")
         copy(results / "figures" / "backends.png", out / "backends.png")
         backend_revisions = other_backend_revisions(results)
-    revisions = {path.read_text() for path in (results / "runs").glob("*/*/G*/seed*/git_revision.txt")}
+    revisions = run_revisions(results / "runs")
     if len(revisions) != 1:
         raise SystemExit(f"the runs under {results} come from {len(revisions)} code revisions; rerun them together")
     # each held-out evaluation file names the code that sampled and scored it (an evaluation can be redone alone)
