@@ -324,3 +324,26 @@ def test_rows_that_leave_the_decoder_change_no_draw(act_policy, monkeypatch, tem
     for key in ("input_ids", "attention_mask", "response_mask", "prompt_length"):
         assert torch.equal(dropping[key], keeping[key]), key
     assert (dropping["logprobs"] - keeping["logprobs"]).abs().max() < 1e-5
+
+
+def test_inference_mode_sampling_draws_what_no_grad_sampling_draws_and_returns_trainable_tensors(act_policy):
+    """The sampler runs under inference mode for speed: the same tokens and log-probs bit for bit as the same loop
+    under no_grad, and tensors that a training forward can differentiate through (an inference tensor saved for
+    backward would raise)."""
+    from dara.tiny.policy import _sample
+
+    tokenizer, model = load_policy(act_policy)
+    prompts = ["You are in the hall.\nAssistant:\n", "You are in the kitchen. You see: mug.\nAssistant:\n"] * 8
+    torch.manual_seed(5)
+    batch = rollout(model, tokenizer, prompts, max_new_tokens=20, temperature=0.6, top_p=0.95)
+    torch.manual_seed(5)
+    with torch.no_grad():
+        reference = _sample(model, tokenizer, prompts, max_new_tokens=20, temperature=0.6, top_p=0.95)
+    assert batch.keys() == reference.keys()
+    for key, tensor in batch.items():
+        assert not tensor.is_inference(), key
+        assert torch.equal(tensor, reference[key]), key
+    model.train()
+    logp, _ = token_logprobs(model, batch["input_ids"], batch["attention_mask"], start=int(batch["prompt_length"]))
+    ((logp - batch["logprobs"]) * batch["response_mask"]).sum().backward()
+    assert model.model.embed_tokens.weight.grad is not None
