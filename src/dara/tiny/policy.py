@@ -113,8 +113,9 @@ def rollout(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int, te
 
     Sampling runs under ``torch.inference_mode``, which also skips the version counting and view tracking that
     ``no_grad`` keeps: 6-9 % of a rollout at this size, with the same draws and log-probs bit for bit (tested; every
-    run of a whole ``make reproduce`` wrote the same metrics as under ``no_grad``). Tensors made in inference mode cannot be saved for a backward pass, and the trainer's
-    update differentiates through ``input_ids``; so the caller gets ordinary copies.
+    run of a whole ``make reproduce`` wrote the same metrics as under ``no_grad``). Tensors made in inference mode
+    cannot be saved for a backward pass, and the trainer's update differentiates through ``input_ids``; so the caller
+    gets ordinary copies.
     """
     with torch.inference_mode():
         batch = _sample(model, tokenizer, prompts, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p)
