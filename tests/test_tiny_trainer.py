@@ -151,6 +151,7 @@ def test_gd2po_and_static_methods_run(act_policy, tmp_path):
     ({"responses_per_step": 15}, "multiple of group_size"),
     ({"group_size": 1}, "group_size"),
     ({"lr_warmup_updates": -1}, "lr_warmup_updates"),
+    ({"responses_per_step": 12, "minibatches": 2}, "whole prompt groups"),  # 3 prompts of G = 4 in 2 minibatches
 ])
 def test_bad_arguments_raise(overrides, message, tmp_path):
     with pytest.raises(ValueError, match=message):
@@ -221,6 +222,67 @@ def test_rollout_logprobs_are_those_of_a_fresh_forward(act_policy, temperature, 
     assert batch["logprobs"].shape == fresh.shape == mask.shape
     assert (batch["logprobs"][mask] - fresh[mask]).abs().max() < 1e-5
     assert (batch["logprobs"][mask] < 0).all() and (batch["logprobs"][~mask] == 0).all()
+
+
+@pytest.mark.parametrize("group_size", [2, 4])
+def test_shared_prompt_logprobs_and_gradients_are_those_of_the_full_forward(act_policy, group_size):
+    """Computing each group's prompt once (its keys and values repeated for the group's rows) gives the full
+    forward's log-probs, entropies and parameter gradients, to float rounding, on left-padded prompts of different
+    lengths."""
+    tokenizer, model = load_policy(act_policy)
+    prompts = ["You are in the hall.\nAssistant:\n", "You are in the big kitchen. You see: mug, key.\nAssistant:\n",
+               "Hall.\nAssistant:\n", "You see: lamp.\nAssistant:\n"]
+    torch.manual_seed(0)
+    batch = rollout(model, tokenizer, [p for p in prompts for _ in range(group_size)], max_new_tokens=20)
+    width = int(batch["prompt_length"])
+    assert batch["attention_mask"][:, :width].sum(1).unique().numel() > 1  # prompts padded to one width
+    mask = batch["response_mask"].bool()
+    results = []
+    for shared in (1, group_size):
+        model.zero_grad()
+        logp, entropy = token_logprobs(model, batch["input_ids"], batch["attention_mask"], with_entropy=True,
+                                       start=width, prompt_group_size=shared)
+        (logp * mask * torch.linspace(-1, 1, len(mask))[:, None]).sum().backward()
+        results.append((logp, entropy, {n: p.grad.clone() for n, p in model.named_parameters()}))
+    (full_logp, full_entropy, full_grads), (logp, entropy, grads) = results
+    assert (full_logp - logp)[mask].abs().max() < 1e-5 and (full_entropy - entropy)[mask].abs().max() < 1e-5
+    for name, gradient in full_grads.items():
+        assert gradient.abs().max() > 0, name
+        # float rounding of sums in another order: far below the gradient's own scale
+        assert (grads[name] - gradient).abs().max() <= 1e-5 * gradient.abs().max(), name
+
+
+def test_shared_prompt_logprobs_refuse_rows_that_do_not_share_a_prompt(act_policy):
+    tokenizer, model = load_policy(act_policy)
+    prompts = ["You are in the hall.\nAssistant:\n", "Hall.\nAssistant:\n"] * 2  # groups of 2 are not one prompt
+    torch.manual_seed(0)
+    batch = rollout(model, tokenizer, prompts, max_new_tokens=8)
+    with pytest.raises(ValueError, match="do not share their first"):
+        token_logprobs(model, batch["input_ids"], batch["attention_mask"], start=int(batch["prompt_length"]),
+                       prompt_group_size=2)
+    with pytest.raises(ValueError, match="does not divide"):
+        token_logprobs(model, batch["input_ids"], batch["attention_mask"], start=int(batch["prompt_length"]),
+                       prompt_group_size=3)
+
+
+def test_ppo_minibatches_hold_whole_prompt_groups(act_policy, tmp_path, monkeypatch):
+    """Each of a step's minibatches is a shuffled set of whole groups (G consecutive rows of one prompt)."""
+    real = trainer_module.token_logprobs
+    minibatch_prompts = []
+
+    def records_the_minibatch(model, input_ids, attention_mask, *args, prompt_group_size=1, **kwargs):
+        if torch.is_grad_enabled():  # the update's forward, not the reference's
+            assert prompt_group_size == 4
+            minibatch_prompts.append(input_ids[:, :kwargs["start"]])
+        return real(model, input_ids, attention_mask, *args, prompt_group_size=prompt_group_size, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "token_logprobs", records_the_minibatch)
+    _train(act_policy, tmp_path, steps=2, minibatches=2, kl_coef=0.05, responses_per_step=32)
+    assert len(minibatch_prompts) == 4
+    for prompts in minibatch_prompts:
+        assert len(prompts) == 16
+        groups = prompts.view(4, 4, -1)
+        assert torch.equal(groups, groups[:, :1].expand_as(groups))  # rows 4g..4g+3 share one prompt
 
 
 def test_rollout_ends_rows_at_eos_and_stops_when_all_have_ended(act_policy):

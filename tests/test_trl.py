@@ -451,7 +451,7 @@ def test_trls_loss_as_configured_has_the_tiny_trainers_gradient(policy, tmp_path
 
     tiny_model = copy.deepcopy(model)
     ppo_update(tiny_model, torch.optim.SGD(tiny_model.parameters(), lr=0.0), ref_logp if kl_coef else None,
-               batch["logprobs"], batch, advantages, torch.ones(4 * G), args)
+               batch["logprobs"], batch, advantages, torch.ones(4 * G), args, group_size=G)
 
     trainer = DaraGRPOTrainer(model=copy.deepcopy(model), processing_class=tokenizer, reward_funcs=[dense, sparse],
                               args=trl_config(run, args, tmp_path / "trl", progress=False),

@@ -233,20 +233,30 @@ def generate(model, tokenizer, prompts: Sequence[str], *, seed: int, max_new_tok
 
 
 def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, with_entropy: bool = False,
-                   start: int = 1, entropy_grad: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+                   start: int = 1, entropy_grad: bool = False,
+                   prompt_group_size: int = 1) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probability of each token given its prefix, shape (B, T-start) aligned with ``input_ids[:, start:]``.
 
-    Position ids follow the attention mask exactly as `rollout` (and Hugging Face's ``generate``) build them for left-padded prompts, so the
-    training forward scores the very distribution that was sampled. ``start`` (the prompt width, for the trainer)
-    leaves the prompt's positions out of the output projection and softmax, by far the costliest part of a
-    forward with a 1,000-token vocabulary and 64 hidden units. The entropy carries a gradient only with
-    ``entropy_grad`` (an entropy bonus); when it is only logged, its graph would double the backward's softmax work.
+    Position ids follow the attention mask exactly as `rollout` (and Hugging Face's ``generate``) build them for
+    left-padded prompts, so the training forward scores the very distribution that was sampled. ``start`` (the prompt
+    width, for the trainer) leaves the prompt's positions out of the output projection and softmax, by far the
+    costliest part of a forward with a 1,000-token vocabulary and 64 hidden units. The entropy carries a gradient only
+    with ``entropy_grad`` (an entropy bonus); when it is only logged, its graph would double the backward's softmax
+    work.
+
+    ``prompt_group_size`` > 1: the rows come in consecutive groups of that many that share their first ``start``
+    tokens and mask (a prompt group's responses, as the trainer lays them out; checked). Each prompt is then computed
+    once, and its keys and values are repeated for the group's rows (Hugging Face's cache, differentiable): the
+    same log-probs to float rounding (about 1e-7, tested) for a fraction of the prompt positions' work.
     """
     if not 1 <= start < input_ids.shape[1]:
         raise ValueError(f"start must be in [1, {input_ids.shape[1] - 1}], got {start}")
     position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                   logits_to_keep=input_ids.shape[1] - start + 1).logits[:, :-1]
+    if prompt_group_size == 1:
+        logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                       logits_to_keep=input_ids.shape[1] - start + 1).logits[:, :-1]
+    else:
+        logits = _logits_with_shared_prompts(model, input_ids, attention_mask, position_ids, start, prompt_group_size)
     logp_all = torch.log_softmax(logits.float(), dim=-1)
     logp = logp_all.gather(-1, input_ids[:, start:, None]).squeeze(-1)
     entropy = None
@@ -254,3 +264,31 @@ def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
         with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
             entropy = -(logp_all.exp() * logp_all).sum(-1)
     return logp, entropy
+
+
+def _logits_with_shared_prompts(model, input_ids, attention_mask, position_ids, start: int,
+                                group_size: int) -> torch.Tensor:
+    """`token_logprobs`'s logits (B, T-start, vocabulary) with each group's prompt computed once: a prefill of one
+    row per group, whose last position predicts the first response token, then the responses' forward over the
+    prefill's keys and values repeated ``group_size`` times."""
+    from transformers import DynamicCache
+
+    rows = input_ids.shape[0]
+    if group_size < 1 or rows % group_size:
+        raise ValueError(f"prompt_group_size={group_size} does not divide the batch's {rows} rows")
+    prompt_ids, prompt_mask = input_ids[:, :start], attention_mask[:, :start]
+    first_ids, first_mask = prompt_ids[::group_size], prompt_mask[::group_size]
+    if not (torch.equal(prompt_ids, first_ids.repeat_interleave(group_size, 0))
+            and torch.equal(prompt_mask, first_mask.repeat_interleave(group_size, 0))):
+        raise ValueError(f"rows in groups of {group_size} do not share their first {start} tokens and mask: "
+                         "prompt_group_size needs each group's responses to one prompt in consecutive rows")
+    cache = DynamicCache(config=model.config)
+    first = model(input_ids=first_ids, attention_mask=first_mask, position_ids=position_ids[::group_size, :start],
+                  past_key_values=cache, use_cache=True, logits_to_keep=1).logits
+    first = first.repeat_interleave(group_size, 0)
+    if input_ids.shape[1] - start == 1:
+        return first
+    cache.batch_repeat_interleave(group_size)
+    rest = model(input_ids=input_ids[:, start:-1], attention_mask=attention_mask[:, :-1],
+                 position_ids=position_ids[:, start:-1], past_key_values=cache, use_cache=True).logits
+    return torch.cat([first, rest], dim=1)

@@ -117,9 +117,10 @@ class TrainSettings:
             raise ValueError("steps, minibatches, eval_every and state_every must be >= 1")
         if settings.lr_warmup_updates < 0:
             raise ValueError(f"lr_warmup_updates must be >= 0, got {settings.lr_warmup_updates}")
-        if settings.responses_per_step % settings.minibatches:
-            raise ValueError(f"responses_per_step={settings.responses_per_step} is not a multiple of "
-                             f"minibatches={settings.minibatches}")
+        if (settings.responses_per_step // run.group_size) % settings.minibatches:
+            raise ValueError(f"{settings.responses_per_step // run.group_size} prompts per step "
+                             f"(responses_per_step={settings.responses_per_step} / G={run.group_size}) do not split "
+                             f"into minibatches={settings.minibatches} of whole prompt groups")
         if method.needs_static_weights != (settings.static_weights is not None):
             raise ValueError(f"static_weights must be set for static_sym/static_asym and only for them "
                              f"(method {run.method!r}, static_weights {settings.static_weights!r})")
@@ -151,21 +152,31 @@ def learning_rate(update: int, args: TrainSettings) -> float:
 
 
 def ppo_update(model, optimizer, ref_logp, old_logp, batch, advantages, loss_weights, args: TrainSettings,
-               first_update: int = 0):
-    """One epoch of PPO-clip over ``args.minibatches`` shuffled minibatches; returns clip fraction and entropy.
+               first_update: int = 0, *, group_size: int):
+    """One epoch of PPO-clip over ``args.minibatches`` shuffled minibatches of whole prompt groups; returns clip
+    fraction and entropy.
 
-    Log-probs here are over response tokens only, (B, response width); ``ref_logp`` is None when ``kl_coef`` is 0.
-    ``first_update`` numbers this epoch's first optimizer update (for the learning-rate schedule).
+    The batch's rows are its prompts' groups of ``group_size`` responses, one group after the other (as the trainer
+    samples them). A minibatch holds whole groups, shuffled, so that each prompt's forward is computed once for its
+    responses (`token_logprobs`, ``prompt_group_size``; verl's ``actor.use_prefix_grouper`` keeps a prompt's
+    responses together for the same saving). Log-probs here are over response
+    tokens only, (B, response width); ``ref_logp`` is None when ``kl_coef`` is 0. ``first_update`` numbers this
+    epoch's first optimizer update (for the learning-rate schedule).
     """
     ids, attention = batch["input_ids"], batch["attention_mask"]
     width = int(batch["prompt_length"])
     # Loss mask: response tokens up to and including EOS.
     mask = batch["response_mask"].float()
-    order = torch.randperm(ids.shape[0])
+    groups = ids.shape[0] // group_size
+    if groups * group_size != ids.shape[0] or groups % args.minibatches:
+        raise ValueError(f"{ids.shape[0]} responses in groups of {group_size} do not split into "
+                         f"{args.minibatches} minibatches of whole groups")
+    group_order = torch.randperm(groups)
+    order = (group_order[:, None] * group_size + torch.arange(group_size)).flatten()
     clipped_tokens, entropy_sum, tokens = 0.0, 0.0, 0.0
     for update, chunk in enumerate(order.chunk(args.minibatches), start=first_update):
         logp, entropy = token_logprobs(model, ids[chunk], attention[chunk], with_entropy=True, start=width,
-                                       entropy_grad=args.entropy_coef != 0)
+                                       entropy_grad=args.entropy_coef != 0, prompt_group_size=group_size)
         m = mask[chunk]
         ratio = torch.exp(logp - old_logp[chunk])
         adv = advantages[chunk, None]
@@ -299,12 +310,13 @@ def train(run, *, policy: str | None = None, progress: bool = True) -> "pd.DataF
         if reference is not None:
             with torch.no_grad():
                 ref_logp, _ = token_logprobs(reference, batch["input_ids"], batch["attention_mask"],
-                                             start=int(batch["prompt_length"]))
+                                             start=int(batch["prompt_length"]), prompt_group_size=run.group_size)
             response_mask = batch["response_mask"].float()
             log_ratio = ref_logp - old_logp
             kl = float(((torch.exp(log_ratio) - log_ratio - 1) * response_mask).sum() / response_mask.sum())
         clip_fraction, entropy = ppo_update(model, optimizer, ref_logp, old_logp, batch, result.advantages,
-                                            result.loss_weights, args, first_update=step * args.minibatches)
+                                            result.loss_weights, args, first_update=step * args.minibatches,
+                                            group_size=run.group_size)
 
         row = {"step": step}
         row.update({f"reward/{name}": float(rewards[:, k].mean()) for k, name in enumerate(task.reward_names)})
