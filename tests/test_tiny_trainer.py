@@ -246,6 +246,10 @@ def test_shared_prompt_logprobs_and_gradients_are_those_of_the_full_forward(act_
         results.append((logp, entropy, {n: p.grad.clone() for n, p in model.named_parameters()}))
     (full_logp, full_entropy, full_grads), (logp, entropy, grads) = results
     assert (full_logp - logp)[mask].abs().max() < 1e-5 and (full_entropy - entropy)[mask].abs().max() < 1e-5
+    # a response of one token: the prefill's last position alone predicts it
+    one = [token_logprobs(model, batch["input_ids"][:, :width + 1], batch["attention_mask"][:, :width + 1],
+                          start=width, prompt_group_size=shared)[0] for shared in (1, group_size)]
+    assert one[0].shape == (len(mask), 1) and (one[0] - one[1]).abs().max() < 1e-5
     for name, gradient in full_grads.items():
         assert gradient.abs().max() > 0, name
         # float rounding of sums in another order: far below the gradient's own scale
@@ -266,23 +270,35 @@ def test_shared_prompt_logprobs_refuse_rows_that_do_not_share_a_prompt(act_polic
 
 
 def test_ppo_minibatches_hold_whole_prompt_groups(act_policy, tmp_path, monkeypatch):
-    """Each of a step's minibatches is a shuffled set of whole groups (G consecutive rows of one prompt)."""
-    real = trainer_module.token_logprobs
-    minibatch_prompts = []
+    """A step's minibatches are whole groups (G consecutive rows of one prompt), shuffled, each row used once."""
+    real_logprobs, real_rollout = trainer_module.token_logprobs, trainer_module.rollout
+    batches, minibatches = [], []
+
+    def records_the_batch(*args, **kwargs):
+        batches.append(real_rollout(*args, **kwargs))
+        return batches[-1]
 
     def records_the_minibatch(model, input_ids, attention_mask, *args, prompt_group_size=1, **kwargs):
         if torch.is_grad_enabled():  # the update's forward, not the reference's
             assert prompt_group_size == 4
-            minibatch_prompts.append(input_ids[:, :kwargs["start"]])
-        return real(model, input_ids, attention_mask, *args, prompt_group_size=prompt_group_size, **kwargs)
+            minibatches.append(input_ids)
+        return real_logprobs(model, input_ids, attention_mask, *args, prompt_group_size=prompt_group_size, **kwargs)
 
+    monkeypatch.setattr(trainer_module, "rollout", records_the_batch)
     monkeypatch.setattr(trainer_module, "token_logprobs", records_the_minibatch)
-    _train(act_policy, tmp_path, steps=2, minibatches=2, kl_coef=0.05, responses_per_step=32)
-    assert len(minibatch_prompts) == 4
-    for prompts in minibatch_prompts:
-        assert len(prompts) == 16
-        groups = prompts.view(4, 4, -1)
-        assert torch.equal(groups, groups[:, :1].expand_as(groups))  # rows 4g..4g+3 share one prompt
+    _train(act_policy, tmp_path, steps=3, minibatches=2, kl_coef=0.05, responses_per_step=32)
+    assert len(batches) == 3 and len(minibatches) == 6
+    shuffled = []
+    for batch, parts in zip(batches, zip(minibatches[::2], minibatches[1::2])):
+        width = int(batch["prompt_length"])
+        for part in parts:
+            assert len(part) == 16
+            prompts = part[:, :width].view(4, 4, -1)
+            assert torch.equal(prompts, prompts[:, :1].expand_as(prompts))  # rows 4g..4g+3 share one prompt
+        rows = torch.cat(parts)
+        assert sorted(map(tuple, rows.tolist())) == sorted(map(tuple, batch["input_ids"].tolist()))  # each row once
+        shuffled.append(not torch.equal(rows, batch["input_ids"]))
+    assert any(shuffled)  # not the batch's own order
 
 
 def test_rollout_ends_rows_at_eos_and_stops_when_all_have_ended(act_policy):
@@ -343,15 +359,20 @@ def test_ppo_first_ratio_is_one_with_the_samplers_logprobs(act_policy, tmp_path,
     assert len(seen) == 2 and max(seen) < 1e-5
 
 
-def test_a_state_from_before_rollouts_parquet_trains_the_run_from_step_0(act_policy, tmp_path, capsys):
+@pytest.mark.parametrize("missing, message", [("rollouts", "predates rollouts.parquet"),
+                                              ("minibatch_layout", "predates minibatches of whole prompt groups")])
+def test_a_state_from_an_earlier_trainer_trains_the_run_from_step_0(act_policy, tmp_path, capsys, missing, message):
+    """A resume state without rollouts (written before rollouts.parquet) or without the minibatch layout (written by the
+    trainer that mixed prompts in a minibatch) is not resumed: the run trains from step 0."""
     reference, fresh = _train(act_policy, tmp_path / "fresh", steps=2)
     _, old = _train(act_policy, tmp_path / "old", steps=2)
     state = torch.load(old / "state.pt", weights_only=False)
-    del state["rollouts"]  # as an earlier revision wrote it
+    del state[missing]  # as an earlier revision wrote it
+    state["rows"] = [{**row, "reward/format": 123.0} for row in state["rows"]]  # resumed, these would be the metrics
     torch.save(state, old / "state.pt")
     (old / "metrics.parquet").unlink()
     again, _ = _train(act_policy, tmp_path / "old", steps=2)
-    assert "predates rollouts.parquet" in capsys.readouterr().err
+    assert message in capsys.readouterr().err
     columns = [c for c in reference.columns if c != "seconds"]
     pd.testing.assert_frame_equal(reference[columns], again[columns])
     assert pd.read_parquet(old / "rollouts.parquet")["step"].tolist() == pd.read_parquet(

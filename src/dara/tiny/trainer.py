@@ -45,6 +45,11 @@ from dara.tasks import get_task
 from dara.tiny.policy import decode_responses, load_policy, rollout, save_policy, token_logprobs
 
 
+# What a resume state's minibatches were made of (`ppo_update`); a state without it came from the trainer that
+# shuffled responses of different prompts together, and its run starts over.
+MINIBATCH_LAYOUT = "whole prompt groups"
+
+
 @dataclass(frozen=True)
 class TrainSettings:
     """The settings of a CPU trainer's run, typed: a view of `dara.runs.Run.settings` (`of`). The run itself (task,
@@ -248,6 +253,12 @@ def train(run, *, policy: str | None = None, progress: bool = True) -> "pd.DataF
         # written before runs kept rollouts.parquet: resuming would leave its first steps out, so start over
         print(f"{state_path} predates rollouts.parquet; training this run from step 0", file=sys.stderr)
         state = None
+    if state is not None and state.get("minibatch_layout") != MINIBATCH_LAYOUT:
+        # written by the trainer whose minibatches mixed responses of different prompts: resuming would make a run
+        # of two minibatch layouts (and two random streams), so start over
+        print(f"{state_path} predates minibatches of whole prompt groups; training this run from step 0",
+              file=sys.stderr)
+        state = None
     if state is not None:
         if state["args"] != config:
             raise ValueError(f"{state_path} was written by a run with other settings; delete it to start over")
@@ -277,6 +288,7 @@ def train(run, *, policy: str | None = None, progress: bool = True) -> "pd.DataF
             save_policy(model, tokenizer, out / "checkpoints" / f"step{step}")
         if step % args.state_every == 0 and step > start:
             state = {"args": config, "step": step, "rows": rows, "rollouts": rollouts,
+                     "minibatch_layout": MINIBATCH_LAYOUT,
                      "model": model.state_dict(),
                      "optimizer": optimizer.state_dict(), "torch_rng": torch.get_rng_state(),
                      "numpy_rng": np.random.get_state(), "python_rng": random.getstate(),
