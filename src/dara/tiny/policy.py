@@ -14,7 +14,7 @@ from typing import Sequence
 
 import torch
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
-from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+from transformers import DynamicCache, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX as QWEN2_PRETOKENIZE_REGEX
 
 from dara.io import replace_dir_atomically
@@ -272,8 +272,6 @@ def _logits_with_shared_prompts(model, input_ids, attention_mask, position_ids, 
     """`token_logprobs`'s logits (B, T-start, vocabulary) with each group's prompt computed once: a prefill of one
     row per group, whose last position predicts the first response token, then the responses' forward over the
     prefill's keys and values repeated ``group_size`` times."""
-    from transformers import DynamicCache
-
     rows = input_ids.shape[0]
     if group_size < 1 or rows % group_size:
         raise ValueError(f"prompt_group_size={group_size} does not divide the batch's {rows} rows")

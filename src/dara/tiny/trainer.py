@@ -164,9 +164,9 @@ def ppo_update(model, optimizer, ref_logp, old_logp, batch, advantages, loss_wei
     The batch's rows are its prompts' groups of ``group_size`` responses, one group after the other (as the trainer
     samples them). A minibatch holds whole groups, shuffled, so that each prompt's forward is computed once for its
     responses (`token_logprobs`, ``prompt_group_size``; verl's ``actor.use_prefix_grouper`` keeps a prompt's
-    responses together for the same saving). Log-probs here are over response
-    tokens only, (B, response width); ``ref_logp`` is None when ``kl_coef`` is 0. ``first_update`` numbers this
-    epoch's first optimizer update (for the learning-rate schedule).
+    responses together for the same saving). Log-probs here are over response tokens only, (B, response width);
+    ``ref_logp`` is None when ``kl_coef`` is 0. ``first_update`` numbers this epoch's first optimizer update (for the
+    learning-rate schedule).
     """
     ids, attention = batch["input_ids"], batch["attention_mask"]
     width = int(batch["prompt_length"])
