@@ -1,0 +1,178 @@
+"""Compare the two arms of experiments/calibration/minibatch_layout.sh: math length learned with PPO minibatches of
+whole prompt groups (``groups``, the trainer since 6cea2fa) against minibatches that mix responses of different
+prompts (``responses``, 9b9b1b0's trainer).
+
+    python experiments/calibration/minibatch_layout.py results/pilots/minibatch-layout docs/calibration/minibatch-layout
+
+The rule, fixed before the A/B's runs:
+
+- a run's statistic is its mean batch length reward over steps 20-29 (``reward/length`` in metrics.parquet), the
+  window docs/tiny_scale.md's criterion 4 quotes. The same mean of the correctness reward, the first step whose
+  batch length reward reaches 0.8 and the last step's length reward are reported beside it, not decided on;
+- per method, the difference of the arms' medians (groups - responses) and a two-sided Mann-Whitney U p-value over the
+  seeds; pooled over the methods, a permutation test that permutes the layout labels within each method, with the
+  sum over methods of the difference of means as its statistic (20,000 permutations, two-sided), and a 95 %
+  bootstrap interval of that pooled difference (seeds resampled within each method and arm);
+- verdict: whole-group minibatches learn length later (earlier) if the pooled p-value is below 0.05 and the pooled
+  difference is negative (positive); otherwise the two layouts are not distinguishable at this many seeds, and the
+  interval says how large a difference the A/B could have missed.
+
+The runs' summed step seconds are reported too (not decided on).
+
+Writes ``runs.csv`` (one row per run) and ``summary.md`` into the output folder. Both arms must have made the same
+warm start (checked: its weights' bytes), or the comparison would measure two starts, not two layouts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+ARMS = ("responses", "groups")  # before, after
+WINDOW = range(20, 30)
+LENGTH_TARGET = 0.8
+PERMUTATIONS = 20_000
+BOOTSTRAPS = 20_000
+ALPHA = 0.05
+
+
+def run_statistics(metrics: pd.DataFrame) -> dict[str, float]:
+    """The A/B's numbers of one run's metrics."""
+    by_step = metrics.set_index("step")
+    missing = sorted(set(WINDOW) - set(by_step.index))
+    if missing:
+        raise ValueError(f"the run has no metrics at steps {missing}; "
+                         f"the A/B reads steps {WINDOW.start}-{WINDOW.stop - 1}")
+    window = by_step.loc[list(WINDOW)]
+    reached = by_step.index[by_step["reward/length"] >= LENGTH_TARGET]
+    return {"length_20_29": float(window["reward/length"].mean()),
+            "correctness_20_29": float(window["reward/correctness"].mean()),
+            "first_length_0.8": float(reached.min()) if len(reached) else np.nan,
+            "length_last": float(by_step["reward/length"].iloc[-1]),
+            "step_seconds": float(by_step["seconds"].sum())}
+
+
+def collect(root: Path) -> pd.DataFrame:
+    """One row per run of both arms: arm, method, seed and `run_statistics`."""
+    rows = []
+    for arm in ARMS:
+        paths = sorted((root / arm).glob("*/runs/math_length/*/G*/seed*/metrics.parquet"))
+        if not paths:
+            raise FileNotFoundError(f"no runs under {root / arm}: run experiments/calibration/minibatch_layout.sh")
+        for path in paths:
+            seed_dir = path.parent
+            rows.append({"arm": arm, "method": seed_dir.parent.parent.name, "seed": int(seed_dir.name[4:]),
+                         **run_statistics(pd.read_parquet(path))})
+    frame = pd.DataFrame(rows).sort_values(["method", "arm", "seed"]).reset_index(drop=True)
+    counts = frame.groupby(["method", "arm"]).seed.apply(frozenset)
+    for method in frame.method.unique():
+        if counts.get((method, ARMS[0])) != counts.get((method, ARMS[1])):
+            raise ValueError(f"{method}: the arms trained different seeds; the A/B needs the same seeds in both")
+    return frame
+
+
+def warm_start_digest(root: Path, arm: str) -> str:
+    paths = list((root / arm).glob("*/policies/math_length/model.safetensors"))
+    if len(paths) != 1:
+        raise FileNotFoundError(f"expected one math_length warm start under {root / arm}, found {len(paths)}")
+    return hashlib.sha256(paths[0].read_bytes()).hexdigest()
+
+
+def pooled_difference(frame: pd.DataFrame, statistic: str) -> float:
+    """Sum over methods of mean(groups) - mean(responses)."""
+    means = frame.groupby(["method", "arm"])[statistic].mean().unstack("arm")
+    return float((means[ARMS[1]] - means[ARMS[0]]).sum())
+
+
+def permutation_p(frame: pd.DataFrame, statistic: str, rng: np.random.Generator) -> float:
+    """Two-sided p-value of the pooled difference, layout labels permuted within each method."""
+    observed = pooled_difference(frame, statistic)
+    strata = [(part[statistic].to_numpy(), int((part.arm == ARMS[1]).sum())) for _, part in frame.groupby("method")]
+    draws = np.zeros(PERMUTATIONS)
+    for values, n_after in strata:
+        shuffled = rng.permuted(np.broadcast_to(values, (PERMUTATIONS, len(values))), axis=1)
+        draws += shuffled[:, :n_after].mean(axis=1) - shuffled[:, n_after:].mean(axis=1)
+    # the observed labelling counts as one of the permutations, so p is never 0
+    return float((1 + np.sum(np.abs(draws) >= abs(observed) - 1e-12)) / (PERMUTATIONS + 1))
+
+
+def bootstrap_interval(frame: pd.DataFrame, statistic: str, rng: np.random.Generator) -> tuple[float, float]:
+    """95 % percentile interval of the pooled difference, seeds resampled within each method and arm."""
+    draws = np.zeros(BOOTSTRAPS)
+    for (_, arm), part in frame.groupby(["method", "arm"]):
+        values = part[statistic].to_numpy()
+        means = rng.choice(values, size=(BOOTSTRAPS, len(values)), replace=True).mean(axis=1)
+        draws += means if arm == ARMS[1] else -means
+    low, high = np.percentile(draws, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def verdict(difference: float, p_value: float) -> str:
+    if p_value >= ALPHA:
+        return "not distinguishable at this many seeds"
+    return "whole-group minibatches learn length later" if difference < 0 else \
+        "whole-group minibatches learn length earlier"
+
+
+def summary_markdown(frame: pd.DataFrame, same_warm_start: bool, seed: int = 0) -> str:
+    rng = np.random.default_rng(seed)
+    lines = ["| method | seeds | statistic | median, responses | median, groups | difference | Mann-Whitney p |",
+             "|---|---|---|---|---|---|---|"]
+    for method, part in frame.groupby("method"):
+        before, after = (part[part.arm == arm] for arm in ARMS)
+        for statistic in ("length_20_29", "correctness_20_29", "first_length_0.8", "length_last"):
+            a, b = before[statistic].dropna(), after[statistic].dropna()
+            p = stats.mannwhitneyu(b, a, alternative="two-sided").pvalue if len(a) and len(b) else np.nan
+            lines.append(f"| {method} | {len(before)} | {statistic} ({len(a)}/{len(b)} runs) | {a.median():.3f} | "
+                         f"{b.median():.3f} | {b.median() - a.median():+.3f} | {p:.3f} |")
+    difference = pooled_difference(frame, "length_20_29")
+    p_value = permutation_p(frame, "length_20_29", rng)
+    low, high = bootstrap_interval(frame, "length_20_29", rng)
+    methods = frame.method.nunique()
+    seconds = frame.groupby("arm").step_seconds.sum()
+    return "\n".join([
+        "# Minibatch layout A/B: math length, steps 20-29",
+        "",
+        "Written by `experiments/calibration/minibatch_layout.py` from the runs of "
+        "`experiments/calibration/minibatch_layout.sh` (its docstring states the rule, fixed before the runs). "
+        "`responses`: minibatches that mix responses of different prompts (9b9b1b0's trainer); `groups`: minibatches "
+        "of whole prompt groups (6cea2fa's and later). First-crossing medians are over the runs that reach 0.8.",
+        "",
+        f"Both arms from the same warm start (weights' bytes equal): {'yes' if same_warm_start else 'NO'}.",
+        "",
+        *lines,
+        "",
+        f"Pooled over the {methods} methods, the sum of the per-method differences of mean length reward over steps "
+        f"20-29 (groups - responses): {difference:+.3f}, 95 % bootstrap interval [{low:+.3f}, {high:+.3f}] "
+        f"(a difference of {difference / methods:+.3f} a method on average, interval [{low / methods:+.3f}, "
+        f"{high / methods:+.3f}]); permutation p = {p_value:.3f}.",
+        "",
+        f"Training steps' seconds, summed over each arm's runs (the two arms ran side by side on the same machine): "
+        f"responses {seconds[ARMS[0]]:.0f} s, groups {seconds[ARMS[1]]:.0f} s, "
+        f"{seconds[ARMS[0]] / seconds[ARMS[1]]:.2f}x.",
+        "",
+        f"Verdict: {verdict(difference, p_value)}.",
+        "",
+    ])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("root", type=Path, help="the A/B's results folder (results/pilots/minibatch-layout)")
+    parser.add_argument("out", type=Path, help="folder for runs.csv and summary.md")
+    cli = parser.parse_args(argv)
+    frame = collect(cli.root)
+    same = warm_start_digest(cli.root, ARMS[0]) == warm_start_digest(cli.root, ARMS[1])
+    cli.out.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(cli.out / "runs.csv", index=False, float_format="%.4f")
+    (cli.out / "summary.md").write_text(summary_markdown(frame, same))
+    print((cli.out / "summary.md").read_text())
+
+
+if __name__ == "__main__":
+    main()
