@@ -42,9 +42,7 @@ def _frame(shift, seeds=10, methods=("gdpo", "dara_sym")):
                                              (0.05, "whole-group minibatches learn length earlier"),
                                              (0.0, "not distinguishable at this many seeds")])
 def test_the_verdict_follows_the_pooled_permutation_test(shift, expected):
-    text = ab.summary_markdown(_frame(shift), same_warm_start=True)
-    assert f"Verdict: {expected}." in text
-    assert "same warm start (weights' bytes equal): yes" in text
+    assert f"Verdict: {expected}." in ab.summary_markdown(_frame(shift))
 
 
 def test_permutation_p_and_interval_bracket_the_difference():
@@ -58,14 +56,43 @@ def test_permutation_p_and_interval_bracket_the_difference():
     assert low < 0 < high
 
 
+def _run(root, arm, seed, revision=None, method="gdpo"):
+    run = root / arm / "tiny" / "runs" / "math_length" / method / "G8" / f"seed{seed}"
+    run.mkdir(parents=True)
+    _metrics(lambda s: 0.5).to_parquet(run / "metrics.parquet")
+    revision = revision or ("9b9b1b083948982519d33d98f42b075111c0c3e4" if arm == "responses" else "c274a8c" + "0" * 33)
+    (run / "git_revision.txt").write_text(f"revision: {revision}\ndirty: false\n")
+    return run
+
+
 def test_collect_refuses_arms_with_different_seeds(tmp_path):
     for arm, seeds in (("responses", (10, 11)), ("groups", (10,))):
         for seed in seeds:
-            run = tmp_path / arm / "tiny" / "runs" / "math_length" / "gdpo" / "G8" / f"seed{seed}"
-            run.mkdir(parents=True)
-            _metrics(lambda s: 0.5).to_parquet(run / "metrics.parquet")
+            _run(tmp_path, arm, seed)
     with pytest.raises(ValueError, match="gdpo: the arms trained different seeds"):
         ab.collect(tmp_path)
-    (tmp_path / "groups" / "tiny" / "runs" / "math_length" / "gdpo" / "G8" / "seed11").mkdir()
-    _metrics(lambda s: 0.5).to_parquet(tmp_path / "groups/tiny/runs/math_length/gdpo/G8/seed11/metrics.parquet")
+    _run(tmp_path, "groups", 11)
     assert len(ab.collect(tmp_path)) == 4
+
+
+@pytest.mark.parametrize("arm, revision", [("responses", "c274a8c" + "0" * 33),
+                                           ("groups", "9b9b1b083948982519d33d98f42b075111c0c3e4")])
+def test_collect_refuses_a_run_of_the_other_arms_revision(tmp_path, arm, revision):
+    _run(tmp_path, "responses", 10, revision if arm == "responses" else None)
+    _run(tmp_path, "groups", 10, revision if arm == "groups" else None)
+    with pytest.raises(ValueError, match=f"seed10 was trained at {revision}"):
+        ab.collect(tmp_path)
+
+
+def test_main_refuses_arms_from_different_warm_starts(tmp_path):
+    for arm, weights in (("responses", b"one"), ("groups", b"two")):
+        _run(tmp_path, arm, 10)
+        policy = tmp_path / arm / "tiny" / "policies" / "math_length"
+        policy.mkdir(parents=True)
+        (policy / "model.safetensors").write_bytes(weights)
+    with pytest.raises(ValueError, match="different warm starts"):
+        ab.main([str(tmp_path), str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+    (tmp_path / "groups" / "tiny" / "policies" / "math_length" / "model.safetensors").write_bytes(b"one")
+    ab.main([str(tmp_path), str(tmp_path / "out")])
+    assert "Verdict: not distinguishable" in (tmp_path / "out" / "summary.md").read_text()

@@ -19,8 +19,10 @@ The rule, fixed before the A/B's runs:
 
 The runs' summed step seconds are reported too (not decided on).
 
-Writes ``runs.csv`` (one row per run) and ``summary.md`` into the output folder. Both arms must have made the same
-warm start (checked: its weights' bytes), or the comparison would measure two starts, not two layouts.
+Writes ``runs.csv`` (one row per run) and ``summary.md`` into the output folder. Refused: arms that trained different
+seeds, arms whose warm starts differ (its weights' bytes: the comparison would measure two starts, not two layouts),
+and a ``responses`` run not trained at ``BEFORE`` or a ``groups`` run trained there (their ``git_revision.txt``).
+A rerun of the A/B reuses finished runs, whose step seconds were timed when they ran.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import pandas as pd
 from scipy import stats
 
 ARMS = ("responses", "groups")  # before, after
+BEFORE = "9b9b1b0"  # the revision of the responses arm (minibatch_layout.sh)
 WINDOW = range(20, 30)
 LENGTH_TARGET = 0.8
 PERMUTATIONS = 20_000
@@ -66,6 +69,10 @@ def collect(root: Path) -> pd.DataFrame:
             raise FileNotFoundError(f"no runs under {root / arm}: run experiments/calibration/minibatch_layout.sh")
         for path in paths:
             seed_dir = path.parent
+            revision = _revision(seed_dir)
+            if revision.startswith(BEFORE) != (arm == ARMS[0]):
+                raise ValueError(f"{seed_dir} was trained at {revision}: the {ARMS[0]} arm's runs must be {BEFORE}'s "
+                                 f"and the {ARMS[1]} arm's a later revision's")
             rows.append({"arm": arm, "method": seed_dir.parent.parent.name, "seed": int(seed_dir.name[4:]),
                          **run_statistics(pd.read_parquet(path))})
     frame = pd.DataFrame(rows).sort_values(["method", "arm", "seed"]).reset_index(drop=True)
@@ -74,6 +81,15 @@ def collect(root: Path) -> pd.DataFrame:
         if counts.get((method, ARMS[0])) != counts.get((method, ARMS[1])):
             raise ValueError(f"{method}: the arms trained different seeds; the A/B needs the same seeds in both")
     return frame
+
+
+def _revision(run_dir: Path) -> str:
+    """The revision in a run's git_revision.txt (dara.provenance)."""
+    text = (run_dir / "git_revision.txt").read_text()
+    lines = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
+    if "revision" not in lines:
+        raise ValueError(f"{run_dir / 'git_revision.txt'} names no revision")
+    return lines["revision"]
 
 
 def warm_start_digest(root: Path, arm: str) -> str:
@@ -119,7 +135,7 @@ def verdict(difference: float, p_value: float) -> str:
         "whole-group minibatches learn length earlier"
 
 
-def summary_markdown(frame: pd.DataFrame, same_warm_start: bool, seed: int = 0) -> str:
+def summary_markdown(frame: pd.DataFrame, seed: int = 0) -> str:
     rng = np.random.default_rng(seed)
     lines = ["| method | seeds | statistic | median, responses | median, groups | difference | Mann-Whitney p |",
              "|---|---|---|---|---|---|---|"]
@@ -143,7 +159,8 @@ def summary_markdown(frame: pd.DataFrame, same_warm_start: bool, seed: int = 0) 
         "`responses`: minibatches that mix responses of different prompts (9b9b1b0's trainer); `groups`: minibatches "
         "of whole prompt groups (6cea2fa's and later). First-crossing medians are over the runs that reach 0.8.",
         "",
-        f"Both arms from the same warm start (weights' bytes equal): {'yes' if same_warm_start else 'NO'}.",
+        f"Both arms start from the same warm start (its weights' bytes, checked), the {ARMS[0]} arm's runs trained "
+        f"at {BEFORE} and the {ARMS[1]} arm's at a later revision (their git_revision.txt, checked).",
         "",
         *lines,
         "",
@@ -152,7 +169,8 @@ def summary_markdown(frame: pd.DataFrame, same_warm_start: bool, seed: int = 0) 
         f"(a difference of {difference / methods:+.3f} a method on average, interval [{low / methods:+.3f}, "
         f"{high / methods:+.3f}]); permutation p = {p_value:.3f}.",
         "",
-        f"Training steps' seconds, summed over each arm's runs (the two arms ran side by side on the same machine): "
+        f"Training steps' seconds, summed over each arm's runs (the two arms ran side by side, sharing the machine's "
+        f"cores; a run reused from an earlier invocation keeps its own times): "
         f"responses {seconds[ARMS[0]]:.0f} s, groups {seconds[ARMS[1]]:.0f} s, "
         f"{seconds[ARMS[0]] / seconds[ARMS[1]]:.2f}x.",
         "",
@@ -167,10 +185,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("out", type=Path, help="folder for runs.csv and summary.md")
     cli = parser.parse_args(argv)
     frame = collect(cli.root)
-    same = warm_start_digest(cli.root, ARMS[0]) == warm_start_digest(cli.root, ARMS[1])
+    if warm_start_digest(cli.root, ARMS[0]) != warm_start_digest(cli.root, ARMS[1]):
+        raise ValueError(f"the arms under {cli.root} start from different warm starts: "
+                         "delete the A/B's folder and rerun")
     cli.out.mkdir(parents=True, exist_ok=True)
     frame.to_csv(cli.out / "runs.csv", index=False, float_format="%.4f")
-    (cli.out / "summary.md").write_text(summary_markdown(frame, same))
+    (cli.out / "summary.md").write_text(summary_markdown(frame))
     print((cli.out / "summary.md").read_text())
 
 

@@ -17,19 +17,30 @@ BEFORE=9b9b1b0  # the last revision whose minibatches mix responses of different
 ARGS=(--target math_length --methods gdpo dara_sym dara_asym --seeds 10 11 12 13 14 15 16 17 18 19 --group-size 8
       --crossing length=0.8)
 mkdir -p "$OUT"
-# The earlier trainer runs from a worktree of its revision (its run provenance then records that revision).
-if [ ! -d "$OUT/src-$BEFORE" ]; then
-  git worktree add --detach "$OUT/src-$BEFORE" "$BEFORE" > /dev/null
+# The earlier trainer runs from a worktree of its revision (its run provenance then records that revision); the worktree
+# goes, and a background arm is stopped, however the script ends.
+WORKTREE="$OUT/src-$BEFORE"
+before=
+cleanup() {
+  if [ -n "$before" ]; then kill "$before" 2> /dev/null || true; fi
+  git worktree remove --force "$WORKTREE" 2> /dev/null || true
+}
+trap cleanup EXIT
+git worktree prune  # forget a worktree whose folder was deleted with results/
+if [ ! -d "$WORKTREE" ]; then
+  git worktree add --detach "$WORKTREE" "$BEFORE" > /dev/null
+fi
+if [ "$(git -C "$WORKTREE" rev-parse HEAD)" != "$(git rev-parse "$BEFORE^{commit}")" ]; then
+  echo "$WORKTREE is not at $BEFORE; delete it and rerun" >&2
+  exit 1
 fi
 # the two arms side by side: the earlier trainer in the background, the current one in the foreground
-PYTHONPATH="$PWD/$OUT/src-$BEFORE/src" "$PY" -m dara.pilot --out "$OUT/responses" "${ARGS[@]}" \
-  > "$OUT/responses.log" 2>&1 &
+PYTHONPATH="$PWD/$WORKTREE/src" "$PY" -m dara.pilot --out "$OUT/responses" "${ARGS[@]}" > "$OUT/responses.log" 2>&1 &
 before=$!
 if ! "$PY" -m dara.pilot --out "$OUT/groups" "${ARGS[@]}" > "$OUT/groups.log" 2>&1; then
-  kill "$before" 2> /dev/null || true
   echo "the current trainer's arm failed (its log: $OUT/groups.log)" >&2
   exit 1
 fi
-wait "$before" || { echo "$BEFORE's arm failed (its log: $OUT/responses.log)" >&2; exit 1; }
-git worktree remove --force "$OUT/src-$BEFORE"
+wait "$before" || { before=; echo "$BEFORE's arm failed (its log: $OUT/responses.log)" >&2; exit 1; }
+before=
 "$PY" experiments/calibration/minibatch_layout.py "$OUT" docs/calibration/minibatch-layout
