@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from dara.io import replace_atomically, write_text_atomic
+from dara.provenance import read_revision
 
 ROOT = Path(__file__).resolve().parents[1]
 FIGURES = ("survival", "fig3", "dynamics_toolcall", "dynamics_math_length", "fig5")
@@ -138,7 +139,7 @@ def verl_cpu_timing_table(results: Path) -> str:
     # trainer's under tiny/runs/
     verl_runs = len(list((results / "runs").glob("*-*/*/G*/seed*/metrics.parquet")))
     tiny_runs = len(list((results / "tiny" / "runs").glob("*/*/G*/seed*/metrics.parquet")))
-    revisions = sorted({path.read_text().split()[1] for path in results.glob("**/runs/*/*/G*/seed*/git_revision.txt")})
+    revisions = sorted({read_revision(path.parent) for path in results.glob("**/runs/*/*/G*/seed*/git_revision.txt")})
     # verl jobs are one run each (<job>_seed<S>.tsv); the tiny trainer's are seed groups (<task>_<method>_G<G>.tsv)
     verl_jobs = [pd.read_csv(path, sep="\t") for path in sorted((results / "benchmarks" / "train").glob("*_seed*.tsv"))]
     if not verl_jobs:

@@ -51,6 +51,16 @@ def test_git_revision_outside_a_checkout_says_unknown(monkeypatch):
     assert provenance.revision_text() == "revision: unknown\ndirty: unknown\n"
 
 
+def test_read_revision_returns_what_write_run_provenance_wrote(tmp_path, monkeypatch):
+    from dara import provenance
+
+    provenance.write_run_provenance(tmp_path, {"seed": 0})
+    assert provenance.read_revision(tmp_path) == provenance.git_revision()["revision"]
+    (tmp_path / "git_revision.txt").write_text("dirty: false\n")
+    with pytest.raises(ValueError, match="does not start with a 'revision: <sha>' line"):
+        provenance.read_revision(tmp_path)
+
+
 def test_git_revision_inside_the_checkout_names_the_commit():
     from dara import provenance
 

@@ -35,6 +35,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from dara.provenance import read_revision
+from dara.runs import run_tail
+
 ARMS = ("responses", "groups")  # before, after
 BEFORE = "9b9b1b0"  # the revision of the responses arm (minibatch_layout.sh)
 WINDOW = range(20, 30)
@@ -68,12 +71,12 @@ def collect(root: Path) -> pd.DataFrame:
         if not paths:
             raise FileNotFoundError(f"no runs under {root / arm}: run experiments/calibration/minibatch_layout.sh")
         for path in paths:
-            seed_dir = path.parent
-            revision = _revision(seed_dir)
+            revision = read_revision(path.parent)
             if revision.startswith(BEFORE) != (arm == ARMS[0]):
-                raise ValueError(f"{seed_dir} was trained at {revision}: the {ARMS[0]} arm's runs must be {BEFORE}'s "
-                                 f"and the {ARMS[1]} arm's a later revision's")
-            rows.append({"arm": arm, "method": seed_dir.parent.parent.name, "seed": int(seed_dir.name[4:]),
+                raise ValueError(f"{path.parent} was trained at {revision}: the {ARMS[0]} arm's runs must be "
+                                 f"{BEFORE}'s and the {ARMS[1]} arm's a later revision's")
+            run = run_tail(path.parent)
+            rows.append({"arm": arm, "method": run["method"], "seed": run["seed"],
                          **run_statistics(pd.read_parquet(path))})
     frame = pd.DataFrame(rows).sort_values(["method", "arm", "seed"]).reset_index(drop=True)
     counts = frame.groupby(["method", "arm"]).seed.apply(frozenset)
@@ -81,15 +84,6 @@ def collect(root: Path) -> pd.DataFrame:
         if counts.get((method, ARMS[0])) != counts.get((method, ARMS[1])):
             raise ValueError(f"{method}: the arms trained different seeds; the A/B needs the same seeds in both")
     return frame
-
-
-def _revision(run_dir: Path) -> str:
-    """The revision in a run's git_revision.txt (dara.provenance)."""
-    text = (run_dir / "git_revision.txt").read_text()
-    lines = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
-    if "revision" not in lines:
-        raise ValueError(f"{run_dir / 'git_revision.txt'} names no revision")
-    return lines["revision"]
 
 
 def warm_start_digest(root: Path, arm: str) -> str:

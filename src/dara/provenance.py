@@ -35,6 +35,15 @@ def revision_text() -> str:
     return f"revision: {found['revision']}\ndirty: {dirty}\n"
 
 
+def read_revision(run_dir: str | Path) -> str:
+    """The revision a run's ``git_revision.txt`` names (`revision_text`'s first line)."""
+    path = Path(run_dir) / "git_revision.txt"
+    first = path.read_text().split("\n", 1)[0]
+    if not first.startswith("revision: "):
+        raise ValueError(f"{path} does not start with a 'revision: <sha>' line")
+    return first.removeprefix("revision: ")
+
+
 def write_run_provenance(run_dir: str | Path, config: dict[str, Any]) -> None:
     """``config.yaml`` (the resolved settings) and ``git_revision.txt`` in ``run_dir``, each written atomically."""
     import yaml
