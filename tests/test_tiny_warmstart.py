@@ -51,7 +51,7 @@ def test_git_revision_outside_a_checkout_says_unknown(monkeypatch):
     assert provenance.revision_text() == "revision: unknown\ndirty: unknown\n"
 
 
-def test_read_revision_returns_what_write_run_provenance_wrote(tmp_path, monkeypatch):
+def test_read_revision_returns_what_write_run_provenance_wrote(tmp_path):
     from dara import provenance
 
     provenance.write_run_provenance(tmp_path, {"seed": 0})

@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from dara.io import write_text_atomic
 from dara.provenance import read_revision
 from dara.runs import run_tail
 
@@ -182,10 +183,11 @@ def main(argv: list[str] | None = None) -> None:
     if warm_start_digest(cli.root, ARMS[0]) != warm_start_digest(cli.root, ARMS[1]):
         raise ValueError(f"the arms under {cli.root} start from different warm starts: "
                          "delete the A/B's folder and rerun")
+    summary = summary_markdown(frame)
     cli.out.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(cli.out / "runs.csv", index=False, float_format="%.4f")
-    (cli.out / "summary.md").write_text(summary_markdown(frame))
-    print((cli.out / "summary.md").read_text())
+    write_text_atomic(cli.out / "runs.csv", frame.to_csv(index=False, float_format="%.4f"))
+    write_text_atomic(cli.out / "summary.md", summary)
+    print(summary)
 
 
 if __name__ == "__main__":
