@@ -44,6 +44,7 @@ import yaml
 import torch
 
 from dara.advantages import density_weights, energy_shares
+from dara.io import write_csv_atomic
 
 
 def _assignments(pairs: list[str], flag: str) -> dict[str, Any]:
@@ -266,7 +267,7 @@ def main(argv: list[str] | None = None) -> None:
         for row, metrics_of_run in zip(rows, pipeline_evaluation(evaluated, sampling)):
             row.update(metrics_of_run)
     frame = pd.DataFrame(rows)
-    frame.to_csv(out / "pilot.csv", index=False)
+    write_csv_atomic(out / "pilot.csv", frame)
     numeric = frame.drop(columns=["seed"]).groupby(["method", "G"]).median(numeric_only=True)
     with pd.option_context("display.width", 250, "display.max_columns", 80):
         print(numeric.T.round(3).to_string())
