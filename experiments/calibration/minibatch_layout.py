@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from dara.analysis.crossing import first_crossing
 from dara.io import write_text_atomic
 from dara.provenance import read_revision
 from dara.runs import run_tail
@@ -56,10 +57,10 @@ def run_statistics(metrics: pd.DataFrame) -> dict[str, float]:
         raise ValueError(f"the run has no metrics at steps {missing}; "
                          f"the A/B reads steps {WINDOW.start}-{WINDOW.stop - 1}")
     window = by_step.loc[list(WINDOW)]
-    reached = by_step.index[by_step["reward/length"] >= LENGTH_TARGET]
+    crossing = first_crossing(by_step.index, by_step["reward/length"], LENGTH_TARGET)
     return {"length_20_29": float(window["reward/length"].mean()),
             "correctness_20_29": float(window["reward/correctness"].mean()),
-            "first_length_0.8": float(reached.min()) if len(reached) else np.nan,
+            "first_length_0.8": np.nan if crossing is None else float(crossing),
             "length_last": float(by_step["reward/length"].iloc[-1]),
             "step_seconds": float(by_step["seconds"].sum())}
 
