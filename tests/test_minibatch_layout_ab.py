@@ -86,7 +86,8 @@ def test_collect_refuses_a_run_of_the_other_arms_revision(tmp_path, arm, revisio
 
 def test_main_refuses_arms_from_different_warm_starts(tmp_path):
     for arm, weights in (("responses", b"one"), ("groups", b"two")):
-        _run(tmp_path, arm, 10)
+        run = _run(tmp_path, arm, 10)
+        _metrics(lambda s: 1 / 3).to_parquet(run / "metrics.parquet")  # a length mean with more than 4 decimals
         policy = tmp_path / arm / "tiny" / "policies" / "math_length"
         policy.mkdir(parents=True)
         (policy / "model.safetensors").write_bytes(weights)
@@ -96,3 +97,6 @@ def test_main_refuses_arms_from_different_warm_starts(tmp_path):
     (tmp_path / "groups" / "tiny" / "policies" / "math_length" / "model.safetensors").write_bytes(b"one")
     ab.main([str(tmp_path), str(tmp_path / "out")])
     assert "Verdict: not distinguishable" in (tmp_path / "out" / "summary.md").read_text()
+    runs_csv = (tmp_path / "out" / "runs.csv").read_text()
+    assert len(runs_csv.splitlines()) == 1 + 2  # a header, then one run per arm
+    assert all(len(cell.partition(".")[2]) <= 4 for cell in runs_csv.replace("\n", ",").split(","))  # float_format

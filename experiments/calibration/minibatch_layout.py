@@ -36,7 +36,7 @@ import pandas as pd
 from scipy import stats
 
 from dara.analysis.crossing import first_crossing
-from dara.io import write_text_atomic
+from dara.io import write_csv_atomic, write_text_atomic
 from dara.provenance import read_revision
 from dara.runs import run_tail
 
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> None:
                          "delete the A/B's folder and rerun")
     summary = summary_markdown(frame)
     cli.out.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(cli.out / "runs.csv", frame.to_csv(index=False, float_format="%.4f"))
+    write_csv_atomic(cli.out / "runs.csv", frame, float_format="%.4f")
     write_text_atomic(cli.out / "summary.md", summary)
     print(summary)
 

@@ -102,6 +102,6 @@ def replace_dir_atomically(path: str | os.PathLike, write: Callable[[Path], obje
     return path
 
 
-def write_csv_atomic(path: str | os.PathLike, frame) -> Path:
-    """A pandas DataFrame as CSV (no index)."""
-    return replace_atomically(path, lambda temporary: frame.to_csv(temporary, index=False))
+def write_csv_atomic(path: str | os.PathLike, frame, **to_csv_options) -> Path:
+    """A pandas DataFrame as CSV (no index); ``to_csv_options`` (e.g. ``float_format``) go to ``DataFrame.to_csv``."""
+    return replace_atomically(path, lambda temporary: frame.to_csv(temporary, index=False, **to_csv_options))
