@@ -6,7 +6,9 @@
 
 README and docs quote no result by hand: they show blocks between ``<!-- snapshot:NAME -->`` and
 ``<!-- /snapshot:NAME -->`` that this script copies from ``docs/results/NAME.md``, and point at
-``docs/results/REPORT.md`` for the rest. The snapshot records the code revision its runs were made with.
+``docs/results/REPORT.md`` for the rest. The snapshot records the code revision its runs were made with. A NAME with a
+folder (``second_machine/claims``) shows a file of a record kept beside the snapshot, such as a run on another CPU
+(docs/results/second_machine/), which this script never rewrites.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from dara.provenance import read_revision
 
 ROOT = Path(__file__).resolve().parents[1]
 FIGURES = ("survival", "fig3", "dynamics_toolcall", "dynamics_math_length", "fig5")
-BLOCK = re.compile(r"(<!-- snapshot:(?P<name>[a-z0-9_]+) -->\n)(?P<body>.*?)(<!-- /snapshot:(?P=name) -->)", re.S)
+BLOCK = re.compile(r"(<!-- snapshot:(?P<name>[a-z0-9_]+(?:/[a-z0-9_]+)*) -->\n)(?P<body>.*?)"
+                   r"(<!-- /snapshot:(?P=name) -->)", re.S)
 
 
 def step0_table(policies: Path) -> str:

@@ -35,3 +35,25 @@ def test_a_hand_edited_number_is_caught(tmp_path):
     copy = tmp_path / "README.md"
     copy.write_text(readme[:start] + edited + readme[end:])
     assert _check(copy).returncode != 0
+
+
+def test_a_block_can_show_a_record_kept_beside_the_snapshot(tmp_path):
+    # `<!-- snapshot:second_machine/claims -->` is filled from docs/results/second_machine/claims.md, checked as the
+    # snapshot's own blocks are, and a block whose file is missing is an error that names it
+    snapshot = tmp_path / "snapshot"
+    (snapshot / "second_machine").mkdir(parents=True)
+    (snapshot / "second_machine" / "claims.md").write_text("| claim | verdict |\n|---|---|\n| x | supported |\n")
+    block = "<!-- snapshot:second_machine/claims -->\n{}<!-- /snapshot:second_machine/claims -->\n"
+    readme = tmp_path / "README.md"
+
+    def check() -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(ROOT / "analysis" / "snapshot.py"), "--check", "--readme",
+                               str(readme), "--snapshot", str(snapshot)], capture_output=True, text=True, cwd=ROOT)
+
+    readme.write_text("intro\n" + block.format("| claim | verdict |\n|---|---|\n| x | supported |\n"))
+    assert check().returncode == 0
+    readme.write_text("intro\n" + block.format("| claim | verdict |\n|---|---|\n| x | not informative |\n"))
+    assert check().returncode != 0
+    (snapshot / "second_machine" / "claims.md").unlink()
+    result = check()
+    assert result.returncode != 0 and "second_machine/claims.md" in result.stderr
