@@ -8,7 +8,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOT = ROOT / "docs" / "results"
 BLOCKS = ("headline", "claims", "regime", "step0", "timing", "bench_trainer", "bench_advantages", "bench_verl_cpu",
-          "backends", "verl_cpu_timing", "verl_cpu_backends", "verl_cpu_rerun")
+          "backends", "verl_cpu_timing", "verl_cpu_backends", "verl_cpu_rerun", "second_machine/claims",
+          "second_machine/timing")
 
 
 def _check(readme: Path) -> subprocess.CompletedProcess:
