@@ -12,9 +12,9 @@ BLOCKS = ("headline", "claims", "regime", "step0", "timing", "bench_trainer", "b
           "second_machine/timing")
 
 
-def _check(readme: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "analysis" / "snapshot.py"), "--check", "--readme", str(readme)],
-                          capture_output=True, text=True, cwd=ROOT)
+def _check(readme: Path, snapshot: Path = SNAPSHOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "analysis" / "snapshot.py"), "--check", "--readme", str(readme),
+                           "--snapshot", str(snapshot)], capture_output=True, text=True, cwd=ROOT)
 
 
 def test_the_readme_shows_the_snapshots_numbers():
@@ -43,18 +43,15 @@ def test_a_block_can_show_a_record_kept_beside_the_snapshot(tmp_path):
     # snapshot's own blocks are, and a block whose file is missing is an error that names it
     snapshot = tmp_path / "snapshot"
     (snapshot / "second_machine").mkdir(parents=True)
-    (snapshot / "second_machine" / "claims.md").write_text("| claim | verdict |\n|---|---|\n| x | supported |\n")
+    table = "| claim | verdict |\n|---|---|\n| x | {} |\n"
+    (snapshot / "second_machine" / "claims.md").write_text(table.format("supported"))
     block = "<!-- snapshot:second_machine/claims -->\n{}<!-- /snapshot:second_machine/claims -->\n"
     readme = tmp_path / "README.md"
 
-    def check() -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, str(ROOT / "analysis" / "snapshot.py"), "--check", "--readme",
-                               str(readme), "--snapshot", str(snapshot)], capture_output=True, text=True, cwd=ROOT)
-
-    readme.write_text("intro\n" + block.format("| claim | verdict |\n|---|---|\n| x | supported |\n"))
-    assert check().returncode == 0
-    readme.write_text("intro\n" + block.format("| claim | verdict |\n|---|---|\n| x | not informative |\n"))
-    assert check().returncode != 0
+    readme.write_text("intro\n" + block.format(table.format("supported")))
+    assert _check(readme, snapshot).returncode == 0
+    readme.write_text("intro\n" + block.format(table.format("not informative")))
+    assert _check(readme, snapshot).returncode != 0
     (snapshot / "second_machine" / "claims.md").unlink()
-    result = check()
+    result = _check(readme, snapshot)
     assert result.returncode != 0 and "second_machine/claims.md" in result.stderr
