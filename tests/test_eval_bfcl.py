@@ -7,7 +7,9 @@ deterministic sample of each category; they are skipped, with the reason, where 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -64,6 +66,37 @@ def test_category_of_reads_bfcl_id_forms():
     assert agg.category_of("multi_turn_long_context_199") == "multi_turn_long_context"
     with pytest.raises(ValueError, match="BFCL case id"):
         agg.category_of("simple_python")
+
+
+SCRATCH_SCRIPT = """
+from pathlib import Path
+from dara.evaluation.bfcl_data import set_scratch_root
+root = Path(set_scratch_root())
+(root / "result").mkdir()
+(root / "result" / "written_by_bfcl.json").write_text("{}")  # as bfcl-eval fills its folders
+print(root)
+"""
+
+
+def _scratch_root_after_exit(tmp_path: Path, **environment: str) -> Path:
+    env = {key: value for key, value in os.environ.items() if key != "BFCL_PROJECT_ROOT"}
+    env.update(TMPDIR=str(tmp_path), PYTHONPATH=str(REPO / "src"), **environment)
+    result = subprocess.run([sys.executable, "-c", SCRATCH_SCRIPT], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return Path(result.stdout.strip())
+
+
+def test_scratch_root_made_for_bfcl_eval_is_removed_at_exit(tmp_path):
+    root = _scratch_root_after_exit(tmp_path)
+    assert root.parent == tmp_path and root.name.startswith("bfcl-root-")
+    assert not root.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_scratch_root_chosen_by_the_caller_is_kept(tmp_path):
+    chosen = tmp_path / "chosen"
+    chosen.mkdir()
+    root = _scratch_root_after_exit(tmp_path, BFCL_PROJECT_ROOT=str(chosen))
+    assert root == chosen and (chosen / "result" / "written_by_bfcl.json").exists()
 
 
 def _cases(category, valid, fmt):

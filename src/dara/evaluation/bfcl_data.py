@@ -6,16 +6,22 @@ creates result/ and score/ folders under BFCL_PROJECT_ROOT, by default inside si
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 
 from dara.evaluation.bfcl_aggregate import PAPER_CATEGORIES, category_of
 
 
 def set_scratch_root() -> str:
-    """Point bfcl-eval's project root at a scratch directory unless the caller chose one."""
+    """Point bfcl-eval's project root at a scratch directory unless the caller chose one. A directory made here
+    holds only bfcl-eval's own result/ and score/ folders (our modules write their outputs where --out says), so
+    it is removed when the process exits rather than left in the temporary folder, one per evaluation process."""
     if "BFCL_PROJECT_ROOT" not in os.environ:
-        os.environ["BFCL_PROJECT_ROOT"] = tempfile.mkdtemp(prefix="bfcl-root-")
+        scratch = tempfile.mkdtemp(prefix="bfcl-root-")
+        atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+        os.environ["BFCL_PROJECT_ROOT"] = scratch
     return os.environ["BFCL_PROJECT_ROOT"]
 
 
