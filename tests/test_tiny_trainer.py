@@ -389,13 +389,14 @@ def test_rows_that_leave_the_decoder_change_no_draw(act_policy, monkeypatch, tem
     tokenizer, model = load_policy(act_policy)
     prompts = ["You are in the hall.\nAssistant:\n", "You are in the kitchen. You see: mug.\nAssistant:\n"] * 16
     kept_rows = []
-    real_keep = LeanDecoder.keep
+    real_select = LeanDecoder.select
 
-    def counting_keep(self, rows):
-        kept_rows.append(len(rows))
-        return real_keep(self, rows)
+    def counting_select(self, rows):
+        if len(rows) < self.rows:  # a drop (the prompts' prefill is copied to their rows by a select too)
+            kept_rows.append(len(rows))
+        return real_select(self, rows)
 
-    monkeypatch.setattr(LeanDecoder, "keep", counting_keep)
+    monkeypatch.setattr(LeanDecoder, "select", counting_select)
     torch.manual_seed(3)
     dropping = rollout(model, tokenizer, prompts, max_new_tokens=24, temperature=temperature, top_p=top_p)
     assert kept_rows and min(kept_rows) < len(prompts)  # rows did leave the decoder
@@ -407,6 +408,40 @@ def test_rows_that_leave_the_decoder_change_no_draw(act_policy, monkeypatch, tem
     for key in ("input_ids", "attention_mask", "response_mask", "prompt_length"):
         assert torch.equal(dropping[key], keeping[key]), key
     assert (dropping["logprobs"] - keeping["logprobs"]).abs().max() < 1e-5
+
+
+@pytest.mark.parametrize("temperature, top_p", [(1.0, 1.0), (0.6, 0.95)])
+def test_a_prompt_prefilled_once_for_its_group_draws_what_a_prefill_per_row_draws(act_policy, monkeypatch,
+                                                                                  temperature, top_p):
+    """Rows that repeat a prompt share one prefill (the decoder holds one row per distinct prompt until the copy);
+    prefilling every row instead draws the same tokens, and the log-probs agree to float rounding."""
+    import dara.tiny.policy as policy_module
+    from dara.tiny.decoder import LeanDecoder
+
+    tokenizer, model = load_policy(act_policy)
+    # groups of 4 in the trainer's layout, prompts of unequal length (left padding), and one group split in two
+    distinct = ["You are in the hall.\nAssistant:\n", "You are in the kitchen. You see: mug.\nAssistant:\n",
+                "You are in the garden. You see: rose, spade.\nAssistant:\n"]
+    prompts = [p for p in distinct for _ in range(4)] + [distinct[0]] * 2
+    prefilled_rows = []
+    real_init = LeanDecoder.__init__
+
+    def recording_init(self, model, rows, capacity):
+        prefilled_rows.append(rows)
+        real_init(self, model, rows, capacity)
+
+    monkeypatch.setattr(LeanDecoder, "__init__", recording_init)
+    torch.manual_seed(7)
+    shared = rollout(model, tokenizer, prompts, max_new_tokens=24, temperature=temperature, top_p=top_p)
+    monkeypatch.setattr(policy_module, "_distinct_prompts",
+                        lambda rows: (list(rows), torch.arange(len(rows))))  # every row its own prompt
+    torch.manual_seed(7)
+    per_row = rollout(model, tokenizer, prompts, max_new_tokens=24, temperature=temperature, top_p=top_p)
+    assert prefilled_rows == [len(distinct), len(prompts)]
+    assert shared["response_mask"].sum() > len(prompts)  # something was sampled
+    for key in ("input_ids", "attention_mask", "response_mask", "prompt_length"):
+        assert torch.equal(shared[key], per_row[key]), key
+    assert (shared["logprobs"] - per_row["logprobs"]).abs().max() < 1e-5
 
 
 def test_inference_mode_sampling_draws_what_no_grad_sampling_draws_and_returns_trainable_tensors(act_policy):

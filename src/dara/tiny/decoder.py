@@ -63,9 +63,10 @@ class LeanDecoder:
                         for layer in model.model.layers]
             self.gate_up = [_stacked(layer.mlp.gate_proj, layer.mlp.up_proj) for layer in model.model.layers]
 
-    def keep(self, rows: torch.Tensor) -> None:
-        """Keep only these rows (indices into the current ones, in order) in the cache: the sampler drops rows that
-        have ended, so that the decoding steps after them compute only the rows still being sampled."""
+    def select(self, rows: torch.Tensor) -> None:
+        """Make the cache's rows these rows of the current ones (indices, in order, repeats allowed): the sampler
+        copies each distinct prompt's prefill to the rows of its group, and drops rows that have ended, so that the
+        decoding steps after them compute only the rows still being sampled."""
         self.keys = [cache.index_select(0, rows) for cache in self.keys]
         self.values = [cache.index_select(0, rows) for cache in self.values]
         self.rows = len(rows)

@@ -109,7 +109,9 @@ def rollout(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int, te
     model this small. A token is drawn by inverting the CDF with one uniform per row, much cheaper than
     ``torch.multinomial``, which draws one exponential per vocabulary entry. Rows that have ended leave the decoder
     in batches (``ENDED_SHARE_TO_DROP``); every row still draws its uniform at every step, so which rows are in the
-    decoder changes no draw (tested), only float rounding of the log-probs (about 1e-6: a smaller batch).
+    decoder changes no draw (tested), only float rounding of the log-probs (about 1e-6: a smaller batch). Rows
+    that repeat a prompt (a prompt group's) share its prefill: each distinct prompt is computed once and its cache
+    copied to its rows: about a fifth of a toolcall rollout at G = 4, for the same draws (tested).
 
     Sampling runs under ``torch.inference_mode``, which also skips the version counting and view tracking that
     ``no_grad`` keeps: 6-9 % of a rollout at this size, with the same draws and log-probs bit for bit (tested; every
@@ -131,16 +133,24 @@ def _sample(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int, te
         raise ValueError(f"top_p must be in (0, 1], got {top_p}")
     was_training = model.training
     model.eval()
-    prompt_ids, prompt_mask = encode_prompts(tokenizer, prompts)
+    # A prompt group's rows share their prompt: each distinct prompt is prefilled once and its keys, values and
+    # logits are copied to its rows (left padding to the widest distinct prompt is the padding of the whole batch).
+    distinct, prompt_of_row = _distinct_prompts(prompts)
+    distinct_ids, distinct_mask = encode_prompts(tokenizer, distinct)
+    prompt_ids, prompt_mask = distinct_ids[prompt_of_row], distinct_mask[prompt_of_row]
     rows, width = prompt_ids.shape
     pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
     response = torch.full((rows, max_new_tokens), pad, dtype=torch.long)
     logprobs = torch.zeros(rows, max_new_tokens)
     attention = torch.cat([prompt_mask, torch.ones(rows, max_new_tokens, dtype=prompt_mask.dtype)], dim=1)
     # Positions as token_logprobs builds them from the mask: a response token sits right after the real prompt.
-    positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
-    decoder = LeanDecoder(model, rows, width + max_new_tokens)
-    logits = decoder.forward(prompt_ids, positions, prompt_mask)
+    distinct_positions = (distinct_mask.cumsum(-1) - 1).clamp(min=0)
+    positions = distinct_positions[prompt_of_row]
+    decoder = LeanDecoder(model, len(distinct), width + max_new_tokens)
+    logits = decoder.forward(distinct_ids, distinct_positions, distinct_mask)
+    if len(distinct) < rows:
+        decoder.select(prompt_of_row)
+        logits = logits[prompt_of_row]
     next_position = positions[:, -1:] + 1
     finished = torch.zeros(rows, dtype=torch.bool)
     # The rows still in the decoder (indices into the batch): a row that has ended is padding from then on, so once
@@ -177,7 +187,7 @@ def _sample(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int, te
         ended = finished[live]
         if int(ended.sum()) >= ENDED_SHARE_TO_DROP * len(live):
             kept = (~ended).nonzero().squeeze(1)
-            decoder.keep(kept)
+            decoder.select(kept)
             live, token = live[kept], token[kept]
         # Rows that ended but are still in the decoder keep decoding padding, as Hugging Face's generate does;
         # their tokens are masked out of the response.
@@ -194,6 +204,13 @@ def _sample(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int, te
         "prompt_length": torch.tensor(width),
         "logprobs": logprobs,
     }
+
+
+def _distinct_prompts(prompts: Sequence[str]) -> tuple[list[str], torch.Tensor]:
+    """The distinct prompts in order of first appearance, and for each row the index of its prompt among them."""
+    index_of: dict[str, int] = {}
+    prompt_of_row = [index_of.setdefault(prompt, len(index_of)) for prompt in prompts]
+    return list(index_of), torch.tensor(prompt_of_row, dtype=torch.long)
 
 
 def _nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
