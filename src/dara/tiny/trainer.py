@@ -320,8 +320,8 @@ def train(run, *, policy: str | None = None, progress: bool = True) -> "pd.DataF
         kl = float("nan")
         ref_logp = None
         if reference is not None:
-            # inference mode, as the sampler: about 5 % off this forward, bit for bit; then an ordinary copy, as an
-            # inference tensor may not be saved for a backward pass (the update's KL term reads it)
+            # inference mode, as the sampler: about 5 % off this forward, bit for bit; then an ordinary copy, a guard:
+            # today's KL term saves no input for backward, but an inference tensor saved by a later term would fail
             with torch.inference_mode():
                 ref_logp, _ = token_logprobs(reference, batch["input_ids"], batch["attention_mask"],
                                              start=int(batch["prompt_length"]), prompt_group_size=run.group_size)
