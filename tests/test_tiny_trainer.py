@@ -256,6 +256,37 @@ def test_shared_prompt_logprobs_and_gradients_are_those_of_the_full_forward(act_
         assert (grads[name] - gradient).abs().max() <= 1e-5 * gradient.abs().max(), name
 
 
+@pytest.mark.parametrize("group_size", [1, 4])
+def test_scoring_only_response_tokens_gives_the_full_scoring_there(act_policy, group_size):
+    """``scored`` (the trainer passes each row's response tokens up to EOS) runs the LM head and softmax on those
+    positions only: there the log-probs, entropies and a masked loss's gradients are those of scoring every position,
+    to float rounding; elsewhere log-prob and entropy are 0."""
+    tokenizer, model = load_policy(act_policy)
+    prompts = ["You are in the hall.\nAssistant:\n", "You are in the big kitchen. You see: mug, key.\nAssistant:\n"]
+    torch.manual_seed(0)
+    batch = rollout(model, tokenizer, [p for p in prompts for _ in range(4)], max_new_tokens=20)
+    width = int(batch["prompt_length"])
+    mask = batch["response_mask"].bool()
+    assert (~mask).any() and mask.any(1).all()  # some rows end before others: padding to leave out
+    results = []
+    for scored in (None, mask):
+        model.zero_grad()
+        logp, entropy = token_logprobs(model, batch["input_ids"], batch["attention_mask"], with_entropy=True,
+                                       start=width, prompt_group_size=group_size, scored=scored)
+        (logp * mask * torch.linspace(-1, 1, len(mask))[:, None]).sum().backward()
+        results.append((logp, entropy, {n: p.grad.clone() for n, p in model.named_parameters()}))
+    (full_logp, full_entropy, full_grads), (logp, entropy, grads) = results
+    assert (full_logp[~mask] != 0).all() and (logp[~mask] == 0).all() and (entropy[~mask] == 0).all()
+    assert (full_logp - logp)[mask].abs().max() < 1e-6 and (full_entropy - entropy)[mask].abs().max() < 1e-6
+    for name, gradient in full_grads.items():
+        assert gradient.abs().max() > 0, name
+        assert (grads[name] - gradient).abs().max() <= 1e-5 * gradient.abs().max(), name
+    with pytest.raises(ValueError, match="scored must be a bool mask of shape"):
+        token_logprobs(model, batch["input_ids"], batch["attention_mask"], start=width, scored=mask.float())
+    with pytest.raises(ValueError, match="scored must be a bool mask of shape"):
+        token_logprobs(model, batch["input_ids"], batch["attention_mask"], start=width, scored=mask[:, 1:])
+
+
 def test_shared_prompt_logprobs_refuse_rows_that_do_not_share_a_prompt(act_policy):
     tokenizer, model = load_policy(act_policy)
     prompts = ["You are in the hall.\nAssistant:\n", "Hall.\nAssistant:\n"] * 2  # groups of 2 are not one prompt

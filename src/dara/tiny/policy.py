@@ -250,16 +250,19 @@ def generate(model, tokenizer, prompts: Sequence[str], *, seed: int, max_new_tok
 
 
 def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, with_entropy: bool = False,
-                   start: int = 1, entropy_grad: bool = False,
-                   prompt_group_size: int = 1) -> tuple[torch.Tensor, torch.Tensor | None]:
+                   start: int = 1, entropy_grad: bool = False, prompt_group_size: int = 1,
+                   scored: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probability of each token given its prefix, shape (B, T-start) aligned with ``input_ids[:, start:]``.
 
     Position ids follow the attention mask exactly as `rollout` (and Hugging Face's ``generate``) build them for
-    left-padded prompts, so the training forward scores the very distribution that was sampled. ``start`` (the prompt
-    width, for the trainer) leaves the prompt's positions out of the output projection and softmax, by far the
-    costliest part of a forward with a 1,000-token vocabulary and 64 hidden units. The entropy carries a gradient only
-    with ``entropy_grad`` (an entropy bonus); when it is only logged, its graph would double the backward's softmax
-    work.
+    left-padded prompts, so the training forward scores the very distribution that was sampled. The output
+    projection and softmax are by far the costliest part of a forward with a 1,000-token vocabulary and 64 hidden
+    units, so they run only where a log-prob is wanted: from ``start`` on (the prompt width, for the trainer), and
+    there only at the ``scored`` positions (bool, (B, T-start); default all), for the trainer a row's response tokens
+    up to its EOS, which leaves out the padding after shorter responses (about a quarter of a step's response
+    positions). Unscored positions get log-prob 0 and entropy 0; scored ones the values of scoring every position,
+    to float rounding (tested). The entropy carries a gradient only with ``entropy_grad`` (an entropy bonus); when
+    it is only logged, its graph would double the backward's softmax work.
 
     ``prompt_group_size`` > 1: the rows come in consecutive groups of that many that share their first ``start``
     tokens and mask (a prompt group's responses, as the trainer lays them out; checked). Each prompt is then computed
@@ -269,26 +272,32 @@ def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
     """
     if not 1 <= start < input_ids.shape[1]:
         raise ValueError(f"start must be in [1, {input_ids.shape[1] - 1}], got {start}")
+    targets = input_ids[:, start:]
+    if scored is None:
+        scored = torch.ones_like(targets, dtype=torch.bool)
+    elif scored.dtype != torch.bool or scored.shape != targets.shape:
+        raise ValueError(f"scored must be a bool mask of shape {tuple(targets.shape)} (the positions from start on), "
+                         f"got {scored.dtype} {tuple(scored.shape)}")
     position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
     if prompt_group_size == 1:
-        logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                       logits_to_keep=input_ids.shape[1] - start + 1).logits[:, :-1]
+        hidden = model.model(input_ids=input_ids[:, :-1], attention_mask=attention_mask[:, :-1],
+                             position_ids=position_ids[:, :-1]).last_hidden_state[:, start - 1:]
     else:
-        logits = _logits_with_shared_prompts(model, input_ids, attention_mask, position_ids, start, prompt_group_size)
-    logp_all = torch.log_softmax(logits.float(), dim=-1)
-    logp = logp_all.gather(-1, input_ids[:, start:, None]).squeeze(-1)
+        hidden = _hidden_with_shared_prompts(model, input_ids, attention_mask, position_ids, start, prompt_group_size)
+    logp_all = torch.log_softmax(model.lm_head(hidden[scored]).float(), dim=-1)
+    logp = logp_all.gather(-1, targets[scored][:, None]).squeeze(-1)
     entropy = None
     if with_entropy:
         with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
-            entropy = -(logp_all.exp() * logp_all).sum(-1)
-    return logp, entropy
+            entropy = logp.new_zeros(scored.shape).masked_scatter(scored, -(logp_all.exp() * logp_all).sum(-1))
+    return logp.new_zeros(scored.shape).masked_scatter(scored, logp), entropy
 
 
-def _logits_with_shared_prompts(model, input_ids, attention_mask, position_ids, start: int,
+def _hidden_with_shared_prompts(model, input_ids, attention_mask, position_ids, start: int,
                                 group_size: int) -> torch.Tensor:
-    """`token_logprobs`'s logits (B, T-start, vocabulary) with each group's prompt computed once: a prefill of one
-    row per group, whose last position predicts the first response token, then the responses' forward over the
-    prefill's keys and values repeated ``group_size`` times."""
+    """The last hidden states (B, T-start, hidden) that predict ``input_ids[:, start:]``, with each group's prompt
+    computed once: a prefill of one row per group, whose last position predicts the first response token, then the
+    responses' forward over the prefill's keys and values repeated ``group_size`` times."""
     rows = input_ids.shape[0]
     if group_size < 1 or rows % group_size:
         raise ValueError(f"prompt_group_size={group_size} does not divide the batch's {rows} rows")
@@ -299,12 +308,12 @@ def _logits_with_shared_prompts(model, input_ids, attention_mask, position_ids, 
         raise ValueError(f"rows in groups of {group_size} do not share their first {start} tokens and mask: "
                          "prompt_group_size needs each group's responses to one prompt in consecutive rows")
     cache = DynamicCache(config=model.config)
-    first = model(input_ids=first_ids, attention_mask=first_mask, position_ids=position_ids[::group_size, :start],
-                  past_key_values=cache, use_cache=True, logits_to_keep=1).logits
+    first = model.model(input_ids=first_ids, attention_mask=first_mask, position_ids=position_ids[::group_size, :start],
+                        past_key_values=cache, use_cache=True).last_hidden_state[:, -1:]
     first = first.repeat_interleave(group_size, 0)
     if input_ids.shape[1] - start == 1:
         return first
     cache.batch_repeat_interleave(group_size)
-    rest = model(input_ids=input_ids[:, start:-1], attention_mask=attention_mask[:, :-1],
-                 position_ids=position_ids[:, start:-1], past_key_values=cache, use_cache=True).logits
+    rest = model.model(input_ids=input_ids[:, start:-1], attention_mask=attention_mask[:, :-1],
+                       position_ids=position_ids[:, start:-1], past_key_values=cache, use_cache=True).last_hidden_state
     return torch.cat([first, rest], dim=1)

@@ -180,9 +180,10 @@ def ppo_update(model, optimizer, ref_logp, old_logp, batch, advantages, loss_wei
     order = (group_order[:, None] * group_size + torch.arange(group_size)).flatten()
     clipped_tokens, entropy_sum, tokens = 0.0, 0.0, 0.0
     for update, chunk in enumerate(order.chunk(args.minibatches), start=first_update):
-        logp, entropy = token_logprobs(model, ids[chunk], attention[chunk], with_entropy=True, start=width,
-                                       entropy_grad=args.entropy_coef != 0, prompt_group_size=group_size)
         m = mask[chunk]
+        logp, entropy = token_logprobs(model, ids[chunk], attention[chunk], with_entropy=True, start=width,
+                                       entropy_grad=args.entropy_coef != 0, prompt_group_size=group_size,
+                                       scored=m.bool())
         ratio = torch.exp(logp - old_logp[chunk])
         adv = advantages[chunk, None]
         loss_unclipped = -adv * ratio
@@ -324,7 +325,8 @@ def train(run, *, policy: str | None = None, progress: bool = True) -> "pd.DataF
             # today's KL term saves no input for backward, but an inference tensor saved by a later term would fail
             with torch.inference_mode():
                 ref_logp, _ = token_logprobs(reference, batch["input_ids"], batch["attention_mask"],
-                                             start=int(batch["prompt_length"]), prompt_group_size=run.group_size)
+                                             start=int(batch["prompt_length"]), prompt_group_size=run.group_size,
+                                             scored=batch["response_mask"].bool())
             ref_logp = ref_logp.clone()
             response_mask = batch["response_mask"].float()
             log_ratio = ref_logp - old_logp

@@ -54,12 +54,10 @@ def supervised_batch(tokenizer, task: Task, items: list[dict[str, Any]], rng: np
 def sft_loss(policy, ids: torch.Tensor, attention: torch.Tensor, loss_mask: torch.Tensor) -> torch.Tensor:
     """Mean negative log-likelihood of the answer tokens (``loss_mask``, aligned with ``ids[:, 1:]``).
 
-    Rows are right-aligned, so scoring from the first answer position on spares the LM head and softmax of the
-    prompt positions (a fifth of a warm-start step) and gives the loss of scoring every position."""
-    start = int(loss_mask.nonzero()[:, 1].min()) + 1
-    logp, _ = token_logprobs(policy, ids, attention, start=start)
-    answer_mask = loss_mask[:, start - 1:]
-    return -(logp * answer_mask).sum() / answer_mask.sum()
+    Only the answer positions go through the LM head and softmax (`token_logprobs`'s ``scored``): the same loss
+    as scoring every position, without the prompts' share of that work."""
+    logp, _ = token_logprobs(policy, ids, attention, scored=loss_mask.bool())
+    return -(logp * loss_mask).sum() / loss_mask.sum()
 
 
 def step0_rates(model, tokenizer, task: Task, items: list[dict[str, Any]], group_size: int,
