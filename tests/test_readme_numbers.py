@@ -8,7 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOT = ROOT / "docs" / "results"
 BLOCKS = ("headline", "claims", "regime", "step0", "timing", "bench_trainer", "bench_advantages", "bench_verl_cpu",
-          "backends", "verl_cpu_timing", "verl_cpu_backends", "verl_cpu_rerun", "second_machine/claims",
+          "backends", "verl_cpu_timing", "verl_cpu_backends", "verl_cpu_rerun", "second_machine/rerun_4eb8cf2/claims",
           "second_machine/timing")
 
 
