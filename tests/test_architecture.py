@@ -22,7 +22,9 @@ ALLOWED = {
     "dara.tasks": {"dara.rewards"},
     "dara.experiments": {"dara.methods", "dara.tasks"},
     "dara.runs": {"dara.experiments"},
-    "dara.provenance": {"dara.io"},
+    # the CPU kernel pin (dara.kernels: the environment every job runs under, the process's dispatch and CPU)
+    "dara.kernels": set(),
+    "dara.provenance": {"dara.io", "dara.kernels"},
     "dara.tiny": {"dara.advantages", "dara.experiments", "dara.io", "dara.methods", "dara.provenance",
                   "dara.rewards", "dara.runs", "dara.tasks"},
     # the density diagnostics of any rollout table (`dara diagnose`) and the trainers' monitor modes

@@ -1,16 +1,22 @@
-"""Where a result came from: the code revision and the resolved settings, written beside every run.
+"""Where a result came from: the code revision, the resolved settings and the machine, written beside every run.
 
 One helper for every backend (tiny trainer, TRL, verl launcher) and the warm start, so every run folder holds
-``git_revision.txt`` in one format and ``config.yaml`` with the settings that decided its metrics.
+``git_revision.txt`` in one format, ``config.yaml`` with the settings that decided its metrics, and
+``machine.json``: the CPU and the kernels torch dispatched to (`dara.kernels.machine_record`), which decide its
+float rounding. A process that must run pinned (every workflow job) stops here, before it trains, if it is not.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
 
-from dara.io import write_text_atomic
+from dara.io import write_json_atomic, write_text_atomic
+from dara.kernels import machine_record
+
+MACHINE_FILE = "machine.json"
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -44,10 +50,19 @@ def read_revision(run_dir: str | Path) -> str:
     return first.removeprefix("revision: ")
 
 
+def read_machine(run_dir: str | Path) -> dict[str, Any]:
+    """A run's ``machine.json``: ``{"dispatch": ..., "cpu": ...}`` as `dara.kernels.machine_record` took it."""
+    return json.loads((Path(run_dir) / MACHINE_FILE).read_text())
+
+
 def write_run_provenance(run_dir: str | Path, config: dict[str, Any]) -> None:
-    """``config.yaml`` (the resolved settings) and ``git_revision.txt`` in ``run_dir``, each written atomically."""
+    """``config.yaml`` (the resolved settings), ``git_revision.txt`` and ``machine.json`` (the CPU and the kernel
+    dispatch) in ``run_dir``, each written atomically. The machine is read first: a process that must run pinned
+    and is not (`dara.kernels.enforce_pin`) raises before anything is written."""
     import yaml
 
+    machine = machine_record()
     run_dir = Path(run_dir)
     write_text_atomic(run_dir / "config.yaml", yaml.safe_dump(config, sort_keys=False))
     write_text_atomic(run_dir / "git_revision.txt", revision_text())
+    write_json_atomic(run_dir / MACHINE_FILE, machine)

@@ -1,0 +1,183 @@
+"""The CPU kernel pin (dara.kernels): under it, a tiny warm start and run write the same bytes whichever CPU type's
+native kernels the process would take; without it the same two processes differ; a process that must be pinned and
+is not stops, naming the variable; every run's provenance and every warm start record the dispatch and the CPU."""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dara import kernels, provenance
+
+# Two CPU types' native dispatch, emulated on this CPU by the variables each library reads: ATen's capability,
+# MKL's instruction cap (its vendor and ISA dispatch; on AMD MKL takes its own path whatever this says), oneDNN's.
+# On an AVX-512 CPU: an AVX-512 type against an AVX2-only one; on an AVX2 CPU (no AVX-512 to emulate): an AVX2 type
+# against one without AVX2 (x86-64's SSE2 baseline).
+HAS_AVX512 = kernels.cpu()["flags"]["avx512f"]
+NATIVE = ({"avx512": {"ATEN_CPU_CAPABILITY": "avx512", "MKL_ENABLE_INSTRUCTIONS": "AVX512",
+                      "ONEDNN_MAX_CPU_ISA": "AVX512_CORE"},
+           "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}}
+          if HAS_AVX512 else
+          {"avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
+           "sse": {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
+                   "ONEDNN_MAX_CPU_ISA": "SSE41"}})
+
+# A warm start (60 supervised steps of a 1-layer policy) and 2 RL steps from it, in a fresh process: seconds.
+TRAIN = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+
+    from dara.experiments import default_settings, default_warm_start
+    from dara.runs import Run
+    from dara.tiny.trainer import train
+    from dara.tiny.warmstart import warm_start
+
+    out, options = Path(sys.argv[1]), {"tag_rate": 0.5}
+    warm_start("act_critic", options, out / "policy", **{**default_warm_start(), **dict(
+        vocab_size=400, corpus_items=200, sft_steps=60, sft_learning_rate=0.01, sft_batch_size=16, probe_prompts=4,
+        probe_group_size=4, max_new_tokens=20,
+        model={"hidden_size": 32, "layers": 1, "heads": 2, "kv_heads": 1, "intermediate_size": 64,
+               "max_positions": 256})})
+    settings = dict(default_settings(), task_options=options, steps=2, responses_per_step=16, max_new_tokens=20,
+                    prompt_pool=100, eval_every=2, state_every=2)
+    run = Run(scale="tiny", backend="tiny", task="act_critic", method="dara_sym", group_size=4, seed=0,
+              settings=settings, results=str(out / "results"))
+    train(run, policy=str(out / "policy"), progress=False)
+    print(run.run_dir)
+""")
+# What a process inherits from pytest's, whatever pin or cap pytest itself runs under.
+CLEARED = {*kernels.PIN, kernels.MARKER, "MKL_ENABLE_INSTRUCTIONS", "MKL_DEBUG_CPU_TYPE"}
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _train(folder: Path, extra: dict[str, str], *, pinned: bool) -> dict:
+    """Run `TRAIN` into ``folder`` under pytest's environment with ``extra`` (pinned: then the pin over it);
+    returns what must repeat: weights, metrics (but the wall time), rollouts, and the two provenance records."""
+    base = {key: value for key, value in os.environ.items() if key not in CLEARED}
+    env = {**base, "OMP_NUM_THREADS": "1", **extra}
+    env = kernels.pinned_environment(env) if pinned else env
+    done = subprocess.run([sys.executable, "-c", TRAIN, str(folder)], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    run_dir = Path(done.stdout.strip().splitlines()[-1])
+    metrics = pd.read_parquet(run_dir / "metrics.parquet")
+    return {
+        "weights": {str(path.relative_to(folder)): _sha(path) for path in sorted(folder.rglob("model.safetensors"))},
+        "metrics": metrics.drop(columns="seconds"),
+        "rollouts": _sha(run_dir / "rollouts.parquet"),
+        "machine": provenance.read_machine(run_dir),
+        "warm_start_machine": json.loads((folder / "policy" / "warmstart.json").read_text())["machine"],
+    }
+
+
+def _same(a: dict, b: dict) -> bool:
+    return a["weights"] == b["weights"] and a["metrics"].equals(b["metrics"]) and a["rollouts"] == b["rollouts"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> dict[tuple[str, bool], dict]:
+    """Each emulated CPU type, pinned and not."""
+    root = tmp_path_factory.mktemp("kernels")
+    return {(kind, pinned): _train(root / f"{kind}-{'pinned' if pinned else 'native'}", extra, pinned=pinned)
+            for kind, extra in NATIVE.items() for pinned in (True, False)}
+
+
+def test_the_pin_gives_the_same_bytes_on_both_cpu_types(trained):
+    first, second = (trained[kind, True] for kind in NATIVE)
+    assert first["weights"] and len(first["weights"]) == 3  # the warm start and the run's checkpoints 0 and 2
+    assert first["weights"] == second["weights"]
+    pd.testing.assert_frame_equal(first["metrics"], second["metrics"], check_exact=True)
+    assert first["rollouts"] == second["rollouts"]
+
+
+def test_without_the_pin_the_same_two_processes_differ(trained):
+    """The comparison above can fail: the CPU types' native kernels round differently, and it shows in the bytes."""
+    first, second = (trained[kind, False] for kind in NATIVE)
+    assert first["weights"]["policy/model.safetensors"] != second["weights"]["policy/model.safetensors"]
+    assert not _same(first, second)
+
+
+def test_a_pinned_process_records_the_pinned_dispatch_and_the_cpu(trained):
+    for kind in NATIVE:
+        for record in (trained[kind, True]["machine"], trained[kind, True]["warm_start_machine"]):
+            dispatch = record["dispatch"]
+            assert dispatch["aten_cpu_capability"] == kernels.PINNED_CAPABILITY
+            assert dispatch["variables"] == kernels.PIN and dispatch["pinned"] is True and dispatch["marker"] == "1"
+            assert dispatch["mkl_cbwr_branch"] in (kernels.PIN["MKL_CBWR"], None)
+            assert dispatch["torch_threads"] == 1
+            assert record["cpu"] == kernels.cpu()
+        native = trained[kind, False]["machine"]["dispatch"]
+        assert native["pinned"] is False and native["variables"]["MKL_CBWR"] is None
+    if HAS_AVX512:
+        assert trained["avx512", False]["machine"]["dispatch"]["aten_cpu_capability"] == "AVX512"
+
+
+@pytest.mark.parametrize("name", sorted(kernels.PIN))
+def test_the_check_names_a_missing_or_wrong_variable(name):
+    pinned = kernels.pinned_environment({})
+    kernels.check_pinned(pinned)  # the whole pin passes
+    missing = {key: value for key, value in pinned.items() if key != name}
+    with pytest.raises(kernels.KernelPinError, match=f"{name} is not set"):
+        kernels.check_pinned(missing)
+    with pytest.raises(kernels.KernelPinError, match=f"{name}=wrong \\(the pin needs {name}={kernels.PIN[name]}\\)"):
+        kernels.check_pinned({**pinned, name: "wrong"})
+    assert not kernels.is_pinned(missing) and kernels.is_pinned(pinned)
+
+
+def test_a_marked_process_that_is_not_pinned_writes_no_provenance(tmp_path, monkeypatch):
+    for name in kernels.PIN:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(kernels.MARKER, "1")
+    with pytest.raises(kernels.KernelPinError, match="ATEN_CPU_CAPABILITY is not set"):
+        provenance.write_run_provenance(tmp_path, {"seed": 0})
+    assert not list(tmp_path.iterdir())
+    monkeypatch.delenv(kernels.MARKER)  # unmarked (a test, a command typed by hand): recorded, not refused
+    provenance.write_run_provenance(tmp_path, {"seed": 0})
+    assert provenance.read_machine(tmp_path)["dispatch"]["pinned"] is False
+
+
+def test_variables_set_after_torch_was_imported_do_not_count(monkeypatch):
+    import torch
+
+    if torch.backends.cpu.get_cpu_capability() == kernels.PINNED_CAPABILITY:
+        pytest.skip("this process's torch already dispatches the pinned capability")
+    for name, value in kernels.pinned_environment({}).items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(kernels.KernelPinError, match="but torch dispatches"):
+        kernels.check_pinned()
+
+
+def test_every_run_folder_records_the_machine_beside_its_revision(tmp_path):
+    import torch
+
+    provenance.write_run_provenance(tmp_path, {"seed": 0})
+    assert provenance.read_revision(tmp_path) == provenance.git_revision()["revision"]
+    machine = provenance.read_machine(tmp_path)
+    assert machine["dispatch"]["aten_cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert machine["dispatch"]["mkldnn_enabled"] == torch.backends.mkldnn.enabled
+    assert machine["dispatch"]["torch"] == torch.__version__
+    assert set(machine["dispatch"]["variables"]) == set(kernels.PIN)
+    assert machine["cpu"]["model_name"] and set(machine["cpu"]["flags"]) == set(kernels.CPU_FLAGS)
+
+
+def test_the_workflow_and_the_makefile_export_the_pin():
+    root = Path(__file__).resolve().parents[1]
+    common = (root / "workflow" / "rules" / "common.smk").read_text()
+    assert "shell.prefix(" in common and "{shell_exports()}" in common
+    exports = kernels.shell_exports()
+    assert exports.startswith("export ") and all(f"{name}={value}" in exports for name, value in kernels.PIN.items())
+    makefile = (root / "Makefile").read_text()
+    for target in ("calibrate", "bench-trainer", "bench-verl-cpu", "verl-cpu-rerun"):
+        recipe = makefile.split(f"\n{target}:", 1)[1].split("\n\n", 1)[0]
+        assert "-m dara.kernels env" in recipe, target
+    shown = subprocess.run([sys.executable, "-m", "dara.kernels", "env"], capture_output=True, text=True, check=True)
+    assert shown.stdout.split() == kernels.env_assignments()
