@@ -9,7 +9,8 @@ task's main group size (medians over seeds):
 - per task, held-out correctness (``heldout_correctness`` in analysis/config.yaml, in %) of the base policy (step 0)
   and at the last checkpoint, per method, with the drift control (``shuffled``) among them: the control's
   difference from the base is the drift that training without signal causes. For the math task also the share of
-  final answers that leave out the second step (``skipped_step``: the shortcut a length budget invites).
+  final answers that leave out the second step (``skipped_step``: the shortcut a length budget invites);
+- per warm start, where a task's runs start from several: the same step-0 and held-out numbers for each.
 """
 
 import numpy as np
@@ -18,6 +19,7 @@ import pandas as pd
 from dara.advantages import energy_shares
 from dara.analysis import palette
 from dara.analysis.cli import parse_inputs
+from dara.analysis.runs import WARM_START
 from dara.analysis.tables import main_group_size
 from dara.io import write_csv_atomic, write_text_atomic
 
@@ -89,11 +91,68 @@ def heldout_rows(task: str, metric: str, evaluations: pd.DataFrame) -> list[dict
     return rows
 
 
+def warm_start_rows(task: str, metrics: pd.DataFrame | None, evaluations: pd.DataFrame | None,
+                    metric: str) -> list[dict]:
+    """The regime per warm start (`WARM_START`), for a task whose runs start from several: each reward's step-0
+    density, DARA's weight and GDPO's energy share (medians over that warm start's runs at the main G), the base's
+    held-out correctness (%) and each method's median final-minus-base on it. The criteria hold for the median warm
+    start (the tables above pool them); this shows how far each warm start is from it."""
+    frames = [frame for frame in (metrics, evaluations) if frame is not None]
+    if not frames or any(WARM_START not in frame.columns for frame in frames) \
+            or max(frame[WARM_START].nunique() for frame in frames) < 2:
+        return []
+    rows = []
+    if metrics is not None:
+        runs = metrics[metrics["G"] == main_group_size(metrics)]
+        rewards = [c.split("/", 1)[1] for c in runs.columns if c.startswith("density/") and runs[c].notna().any()]
+        for warm_start, own in runs[runs["step"] == 0].groupby(WARM_START):
+            gdpo, dara = own[own["method"] == "gdpo"], own[own["method"] == "dara_sym"]
+            shares = energy_shares(gdpo, rewards) if len(gdpo) else None
+            for reward in rewards:
+                rows.append({"task": task, WARM_START: int(warm_start), "quantity": f"{reward} density at step 0",
+                             "value": float(own.drop_duplicates("seed")[f"density/{reward}"].median())})
+                if len(dara):
+                    rows.append({"task": task, WARM_START: int(warm_start),
+                                 "quantity": f"DARA weight on {reward} at step 0",
+                                 "value": float(dara[f"weight/{reward}"].median())})
+                if shares is not None:
+                    rows.append({"task": task, WARM_START: int(warm_start),
+                                 "quantity": f"GDPO energy share of {reward} at step 0",
+                                 "value": float(shares[reward].median())})
+    if evaluations is not None and metric in evaluations.columns:
+        runs = evaluations[evaluations["G"] == main_group_size(evaluations)]
+        last = runs[runs["step"] == runs.groupby(["method", "seed"])["step"].transform("max")]
+        for warm_start, own in runs.groupby(WARM_START):
+            base = 100 * float(own.loc[own["step"] == 0, metric].mean())
+            rows.append({"task": task, WARM_START: int(warm_start), "quantity": f"base {metric} (%)", "value": base})
+            finals = last[last[WARM_START] == warm_start]
+            for method in palette.ordered(finals["method"].unique()):
+                values = 100 * finals.loc[finals["method"] == method, metric].astype(float)
+                rows.append({"task": task, WARM_START: int(warm_start),
+                             "quantity": f"{palette.label(method)} final minus base (points, median)",
+                             "value": float(values.median()) - base})
+    return rows
+
+
+def warm_start_markdown(rows: list[dict]) -> list[str]:
+    """One table per task: a row per quantity, a column per warm start and the median over them."""
+    if not rows:
+        return ["Every task's runs start from one warm start."]
+    frame = pd.DataFrame(rows)
+    text = []
+    for task, own in frame.groupby("task", sort=False):
+        table = own.pivot_table(index="quantity", columns=WARM_START, values="value", sort=False)
+        table.columns = [f"warm start {column}" for column in table.columns]
+        table["median"] = table.median(axis=1)
+        text += [f"`{task}`:", "", table.reset_index().to_markdown(index=False, floatfmt=".3g"), ""]
+    return text
+
+
 def main(argv=None):
     inputs = parse_inputs(__doc__.splitlines()[0], argv)
     if inputs.metrics is None:
         raise SystemExit("regime needs --metrics")
-    step0, heldout, control = [], [], []
+    step0, heldout, control, per_warm_start = [], [], [], []
     for task, metric in inputs.config["heldout_correctness"].items():
         metrics = inputs.task_metrics(task)
         if metrics is not None:
@@ -102,12 +161,14 @@ def main(argv=None):
         evaluations = inputs.task_evaluations(task)
         if evaluations is not None:
             heldout += heldout_rows(task, metric, evaluations)
+        per_warm_start += warm_start_rows(task, metrics, evaluations, metric)
     if not step0:
         raise SystemExit(f"no runs of the configured tasks {list(inputs.config['heldout_correctness'])}")
     step0_frame, heldout_frame, control_frame = pd.DataFrame(step0), pd.DataFrame(heldout), pd.DataFrame(control)
     write_csv_atomic(inputs.tables / "regime.csv",
                      pd.concat([step0_frame.assign(table="step0"), heldout_frame.assign(table="heldout"),
-                                control_frame.assign(table="training")], ignore_index=True))
+                                control_frame.assign(table="training"),
+                                pd.DataFrame(per_warm_start).assign(table="warm_starts")], ignore_index=True))
     training_text = ["No drift-control runs."]
     if len(control_frame):
         shown = control_frame.assign(method=control_frame["method"].map(palette.label))
@@ -126,7 +187,7 @@ def main(argv=None):
         "",
         step0_frame.to_markdown(index=False, floatfmt=".3g"),
         "",
-        "Held-out correctness in % (the metric named), base = the step-0 checkpoint (the same warm start in every run),",
+        "Held-out correctness in % (the metric named), base = the step-0 checkpoints (each run's own warm start),",
         "final = the last checkpoint;",
         f"`{palette.label(CONTROL)}` trains on advantages that carry no signal, so its difference from the base is drift.",
         "",
@@ -136,6 +197,13 @@ def main(argv=None):
         "",
         *training_text,
         "",
+        "## Per warm start",
+        "",
+        "Where a task's runs start from several independent warm starts (the tables above pool them), each one's",
+        "step-0 regime and held-out correctness, and the median over warm starts (which the calibration's criteria",
+        "are read on):",
+        "",
+        *warm_start_markdown(per_warm_start),
     ]
     write_text_atomic(inputs.tables / "regime.md", "\n".join(text))
 

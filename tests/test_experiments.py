@@ -8,7 +8,7 @@ import pytest
 
 from dara.experiments import ExperimentError, default_settings, load_experiment, validate_experiment, \
     warm_start_settings
-from dara.runs import find_run, policy_dir, run_matrix
+from dara.runs import Run, find_run, policy_dir, run_matrix
 from dara.tiny.trainer import TrainSettings, resolved_config
 
 SMOKE_TARGETS = {"toolcall", "math_length", "act_critic", "group_size", "three_rewards", "static_vs_dynamic", "trl"}
@@ -28,9 +28,11 @@ def test_shipped_experiments_validate_and_every_run_has_a_cpu_trainers_settings(
     assert set(experiment["targets"]) == {"tiny": TINY_TARGETS, "smoke": SMOKE_TARGETS}[scale]
     for run in run_matrix(experiment):
         config = resolved_config(run, TrainSettings.of(run))
-        assert set(config) == {"task", "method", "group_size", "seed", "static_weights", *run.settings} - {
-            "wandb", "wandb_project"}
-        assert run.policy_dir == policy_dir(scale, run.task) and run.run_dir.startswith(f"results/{scale}/")
+        assert set(config) == {"task", "method", "group_size", "seed", "warm_start", "static_weights",
+                               *run.settings} - {"wandb", "wandb_project"}
+        assert config["warm_start"] == run.warm_start
+        assert run.policy_dir == policy_dir(scale, run.task, warm_start=run.warm_start)
+        assert run.run_dir.startswith(f"results/{scale}/")
 
 
 def test_tiny_run_matrix_sizes(tiny):
@@ -304,12 +306,13 @@ def test_a_run_outside_the_workflows_tree_keeps_its_results_folder(tmp_path):
     elsewhere = dataclasses.replace(run, results=str(tmp_path / "pilot"))
     assert elsewhere.run_dir == f"{tmp_path}/pilot/smoke/runs/toolcall/grpo/G4/seed0"
     assert elsewhere.eval_file(0) == f"{tmp_path}/pilot/smoke/eval/toolcall/grpo/G4/seed0/step0.json"
-    assert elsewhere.policy_dir == f"{tmp_path}/pilot/smoke/policies/toolcall"
+    assert elsewhere.policy_dir == f"{tmp_path}/pilot/smoke/policies/toolcall/warm_start0"
     again = Run.from_json(elsewhere.to_json())
     assert again == elsewhere and again.run_dir == elsewhere.run_dir and again != run
-    warm = WarmStart.of(load_experiment("smoke"), "toolcall", results=str(tmp_path))
-    assert warm.checkpoint_dir(0) == f"{tmp_path}/smoke/policies/toolcall" and warm.checkpoint_steps == (0,)
-    assert warm.eval_file(0) == f"{tmp_path}/smoke/policies/toolcall/heldout_eval/step0.json"
+    warm = WarmStart.of(load_experiment("smoke"), "toolcall", results=str(tmp_path), warm_start=1)
+    assert warm.checkpoint_dir(0) == f"{tmp_path}/smoke/policies/toolcall/warm_start1"
+    assert warm.checkpoint_steps == (0,) and warm.warm_start == 1
+    assert warm.eval_file(0) == f"{tmp_path}/smoke/policies/toolcall/warm_start1/heldout_eval/step0.json"
     with pytest.raises(ValueError, match="one checkpoint, step 0"):
         warm.checkpoint_dir(2)
 
@@ -324,3 +327,34 @@ def test_a_run_folder_typed_by_hand_places_the_runs_results_tree(tmp_path):
     assert typed.results == f"{tmp_path}/results" and typed.run_dir == f"{tmp_path}/{run.run_dir}"
     with pytest.raises(ExperimentError, match="is not the folder of run"):  # the scale's own backend named
         find_run_by_dir(smoke, f"{tmp_path}/results/smoke/tiny/runs/toolcall/grpo/G4/seed0")
+
+
+def test_seeds_go_round_their_tasks_warm_starts_and_each_warm_start_has_its_own_seed(tiny):
+    """Seed s trains from warm start warm_starts[s % len] (the task's list unless the target gives one); every arm of
+    a claim shares the same warm starts, and warm start k is drawn with the warm_start seed + k."""
+    from dara.runs import warm_start_index
+
+    headline = run_matrix(tiny, "toolcall")
+    assert {(run.seed, run.warm_start) for run in headline} == {(s, s % 5) for s in range(10)}
+    for method in ("gdpo", "dara_sym"):
+        arm = sorted((run.seed, run.warm_start) for run in headline if run.method == method)
+        assert [w for _, w in arm] == [0, 1, 2, 3, 4] * 2
+    base = tiny["warm_start"].get("seed", 0)
+    assert [warm_start_settings(tiny, "toolcall", k)["seed"] for k in range(3)] == [base, base + 1, base + 2]
+    assert warm_start_index([5, 6, 7, 8, 9], 12) == 7
+    with pytest.raises(ValueError, match="at least one"):
+        warm_start_index([], 0)
+    with pytest.raises(ExperimentError, match="integer >= 0"):
+        warm_start_settings(tiny, "toolcall", -1)
+    # a run reaches its job with its warm start, and a changed warm start changes the job's params (a rerun)
+    run = headline[0]
+    assert Run.from_json(run.to_json()).warm_start == run.warm_start
+    assert dataclasses.replace(run, warm_start=run.warm_start + 1).to_json() != run.to_json()
+
+
+def test_a_run_two_targets_give_different_warm_starts_is_refused(tiny):
+    experiment = copy.deepcopy(tiny)
+    experiment["targets"]["toolcall_baselines"]["methods"].append("gdpo")  # gdpo G4 seeds 0-2, also in toolcall
+    experiment["targets"]["toolcall_baselines"]["warm_starts"] = [7]
+    with pytest.raises(ExperimentError, match="warm starts 0 and 7"):
+        run_matrix(experiment)

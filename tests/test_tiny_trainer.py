@@ -75,7 +75,7 @@ def test_one_step_writes_metrics_config_revision_and_checkpoints(act_policy, tmp
     assert config["method"] == "dara_sym" and config["group_size"] == 4 and config["task_options"] == ACT_OPTIONS
     # the whole record: what decides the metrics (coordinates, every setting) and the policy, no bookkeeping switch
     run = _run(tmp_path, steps=1)
-    assert config == {"task": "act_critic", "method": "dara_sym", "group_size": 4, "seed": 0,
+    assert config == {"task": "act_critic", "method": "dara_sym", "group_size": 4, "seed": 0, "warm_start": 0,
                       **{k: v for k, v in run.settings.items() if k not in ("wandb", "wandb_project")},
                       "static_weights": None, "policy": str(act_policy)}
     revision = (folder / "git_revision.txt").read_text()

@@ -35,7 +35,8 @@ def test_dry_run_plans_one_training_job_per_task_method_and_group_size(scale):
     groups = {(r.task, r.method, r.group_size) for r in runs}
     assert sum(job_count(output, f"train_{t}_{m}_G{g}") for t, m, g in groups) == len(groups)
     assert sum(job_count(output, f"train_{job.name}") for job in training_jobs(runs)) == len(groups)
-    assert job_count(output, "warm_start") == len({r.task for r in runs})
+    assert job_count(output, "warm_start") == len({(r.task, r.warm_start) for r in runs})
+    assert job_count(output, "evaluate_warm_start") == len({(r.task, r.warm_start) for r in runs})
     # one evaluation job per task, at the G its tables read (the group-size sweep's other G are not evaluated)
     evaluated = [job for job in evaluation_jobs(runs) if job_count(output, f"evaluate_{job.name}")]
     main_g = {task: most_common_group_size(r.group_size for r in runs if r.task == task)

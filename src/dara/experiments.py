@@ -194,8 +194,53 @@ def load_experiment(scale_or_path: str | Path) -> dict[str, Any]:
     experiment = yaml.safe_load(path.read_text())
     if not isinstance(experiment, dict):
         raise ExperimentError(f"{path}: an experiment file must be a mapping, got {type(experiment).__name__}")
+    if "replicate_of" in experiment:
+        experiment = replicate_experiment(experiment, path)
     validate_experiment(experiment, str(path))
     return _fill_defaults(experiment)
+
+
+# A replicate's seeds and warm starts are its study's shifted by this much per replicate number: far above any
+# seed or warm start a study names, so no run or warm-start policy of the study is drawn again.
+REPLICATE_OFFSET = 100
+REPLICATE_KEYS = {"scale", "description", "replicate_of", "replicate"}
+
+
+def replicate_experiment(stub: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The experiment a replicate file describes (``replicate_of: <scale>``, ``replicate: n``): the study of that
+    scale's file, every run drawn again independently. Every target's seeds and every task's and target's warm starts
+    move by ``n * REPLICATE_OFFSET`` (seed s from warm start k becomes seed s + shift from warm start k + shift, so each
+    run keeps its place in the warm-start round and every arm of a claim still shares its warm starts); settings,
+    tasks and analysis are the study's own, stated once in its file. Results go under ``results/<scale of this
+    file>``."""
+    unknown = sorted(set(stub) - REPLICATE_KEYS)
+    if unknown:
+        raise ExperimentError(f"{path}: a replicate file names only {sorted(REPLICATE_KEYS)}; it has {unknown} "
+                              f"(settings belong in the study's own file)")
+    number = stub.get("replicate")
+    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        raise ExperimentError(f"{path}: replicate must be an integer >= 1, got {number!r}")
+    if not isinstance(stub.get("scale"), str) or stub["scale"] == stub["replicate_of"]:
+        raise ExperimentError(f"{path}: a replicate needs a scale name of its own (its results folder), "
+                              f"not {stub.get('scale')!r}")
+    base_path = path.parent / f"{stub['replicate_of']}.yaml"
+    if not base_path.is_file():
+        raise ExperimentError(f"{path}: replicate_of {stub['replicate_of']!r}: no experiment file {base_path}")
+    experiment = yaml.safe_load(base_path.read_text())
+    if not isinstance(experiment, dict) or "replicate_of" in experiment:
+        raise ExperimentError(f"{path}: replicate_of must name a study's own experiment file, not {base_path}")
+    validate_experiment(experiment, str(base_path))
+    shift = number * REPLICATE_OFFSET
+    experiment = copy.deepcopy(experiment)
+    experiment["scale"] = stub["scale"]
+    experiment["description"] = stub.get("description", f"replicate {number} of {stub['replicate_of']}")
+    for task in experiment["tasks"].values():
+        task["warm_starts"] = [k + shift for k in task.get("warm_starts", [0])]
+    for target in experiment["targets"].values():
+        target["seeds"] = [seed + shift for seed in target["seeds"]]
+        if "warm_starts" in target:
+            target["warm_starts"] = [k + shift for k in target["warm_starts"]]
+    return experiment
 
 
 def is_paper_setting(experiment: dict[str, Any]) -> bool:
@@ -330,8 +375,12 @@ def _translated_for_verl(shared: dict[str, Any], paper: dict[str, Any], where: s
     return out
 
 
-def warm_start_settings(experiment: dict[str, Any], task: str) -> dict[str, Any]:
-    """Keyword arguments of ``dara.tiny.warmstart.warm_start`` for ``task`` (global block, then the task's)."""
+def warm_start_settings(experiment: dict[str, Any], task: str, warm_start: int = 0) -> dict[str, Any]:
+    """Keyword arguments of ``dara.tiny.warmstart.warm_start`` for warm start number ``warm_start`` of ``task``
+    (global block, then the task's). Warm start k is drawn with seed ``warm_start.seed + k``: its own corpus,
+    tokenizer, initial weights and supervised batches, independent of the task's other warm starts."""
+    if isinstance(warm_start, bool) or not isinstance(warm_start, int) or warm_start < 0:
+        raise ExperimentError(f"a warm start is numbered by an integer >= 0, got {warm_start!r}")
     if task not in experiment["tasks"]:
         raise ExperimentError(f"task {task!r} is not defined in experiment {experiment['scale']!r}")
     if "warm_start" not in experiment:
@@ -342,4 +391,5 @@ def warm_start_settings(experiment: dict[str, Any], task: str) -> dict[str, Any]
                 "model": {**experiment["warm_start"]["model"], **own.get("model", {})}}
     run_defaults = {**experiment["settings"], **block.get("settings", {})}
     settings["max_new_tokens"] = run_defaults["max_new_tokens"]
+    settings["seed"] = int(settings["seed"]) + warm_start
     return {"task_name": task, "task_options": copy.deepcopy(block.get("options", {})), **settings}

@@ -6,7 +6,7 @@ project's results is built here and nowhere else:
     results/<scale>[/<backend>]/runs/<task>[-<model>]/<method>/G<G>/seed<seed>/   config.yaml, git_revision.txt,
                                                                                    metrics.parquet, checkpoints/step<N>/
     results/<scale>[/<backend>]/eval/<task>[-<model>]/<method>/G<G>/seed<seed>/step<N>.json
-    results/<scale>/policies/<task>/                                               the warm-start policy
+    results/<scale>/policies/<task>/warm_start<k>/                                 warm-start policy number k
 
 ``/<backend>`` appears only for a backend other than the scale's own (the TRL runs of a CPU scale:
 ``results/tiny/trl/runs/...``). ``results`` is `Run.results`: the workflow's tree, or another folder for a run outside
@@ -55,6 +55,9 @@ class Run:
     group_size: int
     seed: int
     model: str | None = None
+    warm_start: int = field(default=0, compare=False)
+    """which of its task's independent warm-start policies the run starts from (CPU backends; `warm_start_index`):
+    not part of the run's folder, since its seed decides it"""
     settings: dict[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
     targets: tuple[str, ...] = field(default=(), compare=False)
     scale_backend: str = field(default="tiny", compare=False, repr=False)
@@ -105,7 +108,9 @@ class Run:
     @property
     def policy_dir(self) -> str | None:
         """The warm-start policy the CPU backends start from (None for a hub model)."""
-        return policy_dir(self.scale, self.task, self.results) if self.backend in ("tiny", "trl") else None
+        if self.backend not in ("tiny", "trl"):
+            return None
+        return policy_dir(self.scale, self.task, self.results, self.warm_start)
 
     @property
     def max_new_tokens(self) -> int:
@@ -196,9 +201,20 @@ def most_common_group_size(group_sizes: Iterable[int]) -> int:
     return min(g for g, n in counts.items() if n == most)
 
 
-def policy_dir(scale: str, task: str, results: str = RESULTS) -> str:
-    """A task's warm-start policy (tokenizer + model, save_pretrained) and its warmstart.json."""
-    return f"{results}/{scale}/policies/{task}"
+def policy_dir(scale: str, task: str, results: str = RESULTS, warm_start: int = 0) -> str:
+    """Warm-start policy number ``warm_start`` of a task (tokenizer + model, save_pretrained) and its warmstart.json."""
+    if isinstance(warm_start, bool) or not isinstance(warm_start, int) or warm_start < 0:
+        raise ValueError(f"a warm start is numbered by an integer >= 0, got {warm_start!r}")
+    return f"{results}/{scale}/policies/{task}/warm_start{warm_start}"
+
+
+def warm_start_index(warm_starts: list[int], seed: int) -> int:
+    """The warm start a run of ``seed`` trains from, of a target's ``warm_starts`` (its task's, else [0]): seeds go
+    round the list by value (seed % its length), so a run shared by two targets with the same list gets the same
+    warm start, and seeds 0-9 over five warm starts give each two seeds."""
+    if not warm_starts:
+        raise ValueError("warm_starts must name at least one warm start")
+    return int(warm_starts[seed % len(warm_starts)])
 
 
 @dataclass(frozen=True)
@@ -214,6 +230,8 @@ class WarmStart:
     """the task's warm-start settings (`dara.experiments.warm_start_settings`): task_options, max_new_tokens, seed"""
     eval_to: str | None = None
     """another evaluation folder (None: ``<policy>/heldout_eval``)"""
+    warm_start: int = 0
+    """its number among the task's warm starts"""
     method = "warm_start"
     group_size = 0
     checkpoint_steps = (0,)
@@ -223,9 +241,10 @@ class WarmStart:
         return self.eval_to or f"{self.policy}/heldout_eval"
 
     @classmethod
-    def of(cls, experiment: dict[str, Any], task: str, results: str = RESULTS) -> "WarmStart":
-        """The experiment's warm start of ``task``, at its place in the results tree."""
-        return cls(policy_dir(experiment["scale"], task, results), task, warm_start_settings(experiment, task))
+    def of(cls, experiment: dict[str, Any], task: str, results: str = RESULTS, warm_start: int = 0) -> "WarmStart":
+        """The experiment's warm start number ``warm_start`` of ``task``, at its place in the results tree."""
+        return cls(policy_dir(experiment["scale"], task, results, warm_start), task,
+                   warm_start_settings(experiment, task, warm_start), warm_start=warm_start)
 
     @property
     def seed(self) -> int:
@@ -285,6 +304,10 @@ def run_matrix(experiment: dict[str, Any], target: str | None = None) -> list[Ru
         for run in _target_runs(experiment, name):
             if run in runs:
                 known = runs[run]
+                if known.warm_start != run.warm_start:
+                    raise ExperimentError(
+                        f"run {run.run_dir} is in targets {known.targets[0]!r} and {name!r} with warm starts "
+                        f"{known.warm_start} and {run.warm_start}; give the targets the same warm_starts")
                 if known.settings != run.settings:
                     raise ExperimentError(
                         f"run {run.run_dir} is in targets {known.targets[0]!r} and {name!r} with different settings;"
@@ -299,6 +322,8 @@ def _target_runs(experiment: dict[str, Any], target: str) -> list[Run]:
     backend = target_backend(experiment, target)
     common = dict(scale=experiment["scale"], backend=backend, task=block["task"], targets=(target,),
                   scale_backend=experiment["backend"])
+    # Only the CPU trainers start from a warm start of the project's; verl starts from the run's model.
+    warm_starts = block.get("warm_starts", experiment["tasks"][block["task"]].get("warm_starts", [0]))
     models: list[str | None] = [None]
     if backend == "verl":
         models = experiment["settings"]["paper"]["target_models"][target]
@@ -313,8 +338,10 @@ def _target_runs(experiment: dict[str, Any], target: str) -> list[Run]:
                 primary = experiment["settings"]["paper"]["primary_models"][block["task"]] == model
             for group_size in block["group_sizes"]:
                 for seed in block["seeds"]:
+                    warm_start = warm_start_index(warm_starts, int(seed)) if backend in ("tiny", "trl") else 0
                     runs.append(Run(method=method, group_size=int(group_size), seed=int(seed), model=model,
-                                    settings=copy.deepcopy(settings), primary=primary, **common))
+                                    warm_start=warm_start, settings=copy.deepcopy(settings), primary=primary,
+                                    **common))
     return runs
 
 

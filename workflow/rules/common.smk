@@ -6,11 +6,12 @@ import os
 import sys
 
 from dara.experiments import load_experiment, warm_start_settings
+from dara.kernels import PIN, shell_exports  # every job's CPU kernels pinned: the same bytes on any x86-64 CPU
 from dara.runs import evaluation_jobs, folder_patterns, most_common_group_size, run_matrix, training_jobs
 
 # Shell commands say `python`: make that the interpreter running Snakemake (e.g. .venv/bin/snakemake without an
 # activated environment), so every stage runs in the environment that has dara installed.
-shell.prefix(f'set -euo pipefail; export PATH="{os.path.dirname(sys.executable)}:$PATH"; ')
+shell.prefix(f'set -euo pipefail; export PATH="{os.path.dirname(sys.executable)}:$PATH"; {shell_exports()}')
 
 # load_experiment validates experiments/<scale>.yaml against src/dara/schemas/experiment.schema.json (naming the
 # offending key) and fills in the schema's defaults, before any rule is defined.
@@ -25,6 +26,9 @@ RUNS = run_matrix(EXPERIMENT)
 OWN_RUNS = [run for run in RUNS if run.backend == EXPERIMENT["backend"]]
 
 ALL_OUTPUTS = []
+# The pin as the torch jobs' params (warm starts, training, evaluation): another pin rounds differently, so changing
+# it reruns every job whose numbers it decides (Snakemake's params rerun trigger), as a changed setting does.
+KERNEL_PIN = json.dumps(PIN, sort_keys=True)
 
 
 def target_runs(target=None):

@@ -13,34 +13,40 @@
 CPU_BACKENDS = ("tiny", "trl")
 
 if "warm_start" in EXPERIMENT:
-    # A task's warm-start policy (every CPU trainer run's step 0, the base of every comparison) is evaluated
-    # once, with evaluation.warm_start_samples per item; the evaluation jobs copy it into their runs' step0.json.
+    # Each warm-start policy (the step 0 of the CPU trainer runs that start from it, the base of every comparison)
+    # is evaluated once, with evaluation.warm_start_samples per item; the evaluation jobs copy it into their runs'
+    # step0.json.
     rule evaluate_warm_start:
         input:
-            f"{RESULTS}/policies/{{task}}/warmstart.json",
+            f"{RESULTS}/policies/{{task}}/warm_start{{index}}/warmstart.json",
         output:
-            f"{RESULTS}/policies/{{task}}/heldout_eval/step0.json",
+            f"{RESULTS}/policies/{{task}}/warm_start{{index}}/heldout_eval/step0.json",
         log:
-            f"{RESULTS}/logs/evaluate/warm_start_{{task}}.log",
+            f"{RESULTS}/logs/evaluate/warm_start_{{task}}_{{index}}.log",
         benchmark:
-            f"{RESULTS}/benchmarks/evaluate/warm_start_{{task}}.tsv"
+            f"{RESULTS}/benchmarks/evaluate/warm_start_{{task}}_{{index}}.tsv"
         wildcard_constraints:
             task="|".join(EXPERIMENT["tasks"]),
+            index=r"\d+",
         priority: 50  # every evaluation job of the task waits for it
         threads: 1
         params:
             experiment=EXPERIMENT_SOURCE,
             evaluation=EXPERIMENT["evaluation"],
-            settings=lambda wildcards: warm_start_settings(EXPERIMENT, wildcards.task),
+            settings=lambda wildcards: warm_start_settings(EXPERIMENT, wildcards.task, int(wildcards.index)),
+            kernels=KERNEL_PIN,
         shell:
             "OMP_NUM_THREADS={threads} python -m dara.evaluation.tiny --experiment {params.experiment:q}"
-            " --warm-start {wildcards.task} > {log} 2>&1"
+            " --warm-start {wildcards.task} --warm-start-index {wildcards.index} > {log} 2>&1"
 
 
 def warm_start_evaluations(job):
-    """The warm-start evaluation a CPU trainer's evaluation job copies into its runs' step 0 (none for verl)."""
-    policy = job.runs[0].policy_dir
-    return [f"{policy}/heldout_eval/step0.json"] if policy and "warm_start" in EXPERIMENT else []
+    """The warm-start evaluations a CPU trainer's evaluation job copies into its runs' step 0, one per warm start its
+    runs start from (none for verl)."""
+    if "warm_start" not in EXPERIMENT:
+        return []
+    policies = sorted({run.policy_dir for run in job.runs if run.policy_dir})
+    return [f"{policy}/heldout_eval/step0.json" for policy in policies]
 
 
 for _job in evaluation_jobs(RUNS):
@@ -63,6 +69,7 @@ for _job in evaluation_jobs(RUNS):
         threads: 1
         params:
             runs=[run.to_json() for run in _job.runs],  # resolved, as the training jobs receive them
+            kernels=KERNEL_PIN,
             evaluation=json.dumps(EXPERIMENT["evaluation"], sort_keys=True),
         shell:
             "OMP_NUM_THREADS={threads} python -m dara.evaluation.tiny --run {params.runs:q}"

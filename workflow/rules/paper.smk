@@ -37,7 +37,8 @@ if EXPERIMENT["backend"] == "verl":
             wildcard_constraints:
                 task="|".join(EXPERIMENT["tasks"]),
             input:
-                f"{RESULTS}/policies/{{task}}/warmstart.json",
+                # verl on CPU starts from the task's first warm start (its tiny twins' runs too: verl_cpu.yaml)
+                f"{RESULTS}/policies/{{task}}/warm_start0/warmstart.json",
             output:
                 train=f"{PAPER_DATA}/{{task}}/train.parquet",
                 test=f"{PAPER_DATA}/{{task}}/test.parquet",

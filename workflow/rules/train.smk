@@ -9,24 +9,28 @@
 
 if "warm_start" in EXPERIMENT:
 
+    # Warm start number k of a task (policies/<task>/warm_start<k>, dara.runs.policy_dir): the runs' seeds are spread
+    # over a task's warm starts (targets' warm_starts), so each is an independent draw of the starting policy.
     rule warm_start:
         output:
-            f"{RESULTS}/policies/{{task}}/warmstart.json",
+            f"{RESULTS}/policies/{{task}}/warm_start{{index}}/warmstart.json",
         log:
-            f"{RESULTS}/logs/warm_start/{{task}}.log",
+            f"{RESULTS}/logs/warm_start/{{task}}_warm_start{{index}}.log",
         benchmark:
-            f"{RESULTS}/benchmarks/warm_start/{{task}}.tsv"
+            f"{RESULTS}/benchmarks/warm_start/{{task}}_warm_start{{index}}.tsv"
         wildcard_constraints:
             task="|".join(EXPERIMENT["tasks"]),
+            index=r"\d+",
         priority: 100  # every training job waits for one
         threads: 1
         params:
-            settings=lambda wildcards: warm_start_settings(EXPERIMENT, wildcards.task),
+            settings=lambda wildcards: warm_start_settings(EXPERIMENT, wildcards.task, int(wildcards.index)),
+            kernels=KERNEL_PIN,
             out=subpath(output[0], parent=True),
             experiment=EXPERIMENT_SOURCE,
         shell:
             "OMP_NUM_THREADS={threads} python -m dara.tiny.warmstart --experiment {params.experiment:q}"
-            " --task {wildcards.task} --out {params.out} > {log} 2>&1"
+            " --task {wildcards.task} --warm-start {wildcards.index} --out {params.out} > {log} 2>&1"
 
 
 # How each backend's job starts (a rule's shell runs when the job runs, after this loop has ended, so everything
@@ -94,6 +98,7 @@ for _job in training_jobs(RUNS):
             # each run resolved, settings included (dara.runs.Run.to_json): the job reads no experiment file, and
             # a changed setting changes this text, which reruns the job
             runs=[run.to_json() for run in _job.runs],
+            kernels=KERNEL_PIN,
             **TRAIN_COMMANDS["verl_cpu" if on_cpu(_job) else _job.backend],
         shell:
             "{params.prefix} python -m {params.module} --run {params.runs:q} > {log} 2>&1"

@@ -1,4 +1,4 @@
-"""Reading what the training and evaluation stages wrote, keyed by (task, method, G, seed).
+"""Reading what the training and evaluation stages wrote, keyed by (task, method, G, seed), with each run's warm start.
 
 Paths follow the run layer (`dara.runs`):
 ``results/{scale}[/{backend}]/runs/{task}[-{model}]/{method}/G{G}/seed{seed}/metrics.parquet`` and
@@ -18,6 +18,30 @@ import pandas as pd
 from dara.runs import run_tail
 
 RUN_KEYS = ("task", "method", "G", "seed")
+# Which of its task's independent warm-start policies a run trained from (dara.runs.Run.warm_start): read from the
+# run's own record (config.yaml beside metrics.parquet, the warm_start field of an evaluation), 0 where a record
+# predates several warm starts (one policy per task). Not a folder name: a function of the seed and the experiment.
+WARM_START = "warm_start"
+
+
+def keys_of(frame: pd.DataFrame) -> list[str]:
+    """The run keys a frame is grouped by: RUN_KEYS, and the warm start where the frame has it (a function of the
+    run, so it never splits a run's rows; grouping by it keeps it as a column)."""
+    return [*RUN_KEYS, WARM_START] if WARM_START in frame.columns else list(RUN_KEYS)
+
+
+def run_warm_start(run_dir) -> int:
+    """The warm start a run's config.yaml records (0 where it records none: one warm start per task)."""
+    import yaml
+
+    path = Path(run_dir) / "config.yaml"
+    if not path.is_file():
+        return 0
+    config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    value = config.get(WARM_START, 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{path}: warm_start must be an integer >= 0, got {value!r}")
+    return value
 
 _STEP_PATTERN = re.compile(r"step(?P<step>\d+)\.json$")
 
@@ -30,14 +54,15 @@ def run_keys(run_dir) -> dict:
 
 
 def load_metrics(paths: Iterable) -> pd.DataFrame:
-    """Concatenate ``metrics.parquet`` files into one long frame with the run keys as leading columns.
+    """Concatenate ``metrics.parquet`` files into one long frame with the run keys and the warm start (`WARM_START`,
+    from the run's config.yaml) as leading columns.
 
     Each file must have a ``step`` column without duplicates; files are sorted by step.
     """
     frames = []
     for path in paths:
         path = Path(path)
-        run = run_keys(path.parent)
+        run = {**run_keys(path.parent), WARM_START: run_warm_start(path.parent)}
         frame = pd.read_parquet(path)
         if "step" not in frame.columns:
             raise ValueError(f"{path} has no 'step' column")
@@ -71,11 +96,17 @@ def load_evaluations(paths: Iterable) -> pd.DataFrame:
             raise ValueError(f"{path} does not hold a JSON object")
         row = {**run_keys(path.parent), "step": int(match["step"])}
         _check_identity(path, record, row)
-        row.update(_flatten_numbers({k: v for k, v in record.items() if k not in _IDENTITY_FIELDS}))
+        warm_start = record.get(WARM_START, 0)
+        if isinstance(warm_start, bool) or not isinstance(warm_start, int) or warm_start < 0:
+            raise ValueError(f"{path}: warm_start must be an integer >= 0, got {warm_start!r}")
+        row[WARM_START] = warm_start
+        row.update(_flatten_numbers({k: v for k, v in record.items()
+                                     if k not in _IDENTITY_FIELDS and k != WARM_START}))
         rows.append(row)
     if not rows:
         raise ValueError("no evaluation files given")
-    return pd.DataFrame(rows).sort_values([*RUN_KEYS, "step"]).reset_index(drop=True)
+    frame = pd.DataFrame(rows).sort_values([*RUN_KEYS, "step"]).reset_index(drop=True)
+    return frame[[*RUN_KEYS, WARM_START, *(c for c in frame.columns if c not in (*RUN_KEYS, WARM_START))]]
 
 
 # Fields an evaluation JSON may repeat from its path; they must agree with it.

@@ -1,7 +1,8 @@
 """From per-run metrics and evaluations to the numbers in tables: crossing records, seed summaries,
 final-checkpoint summaries.
 
-Frames are long: one row per run (task, method, G, seed) and quantity, so every table is a pivot of one.
+Frames are long: one row per run (task, method, G, seed, and the warm start where the frame has it) and quantity,
+so every table is a pivot of one.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from dara.analysis.crossing import first_crossing, first_stable_crossing
-from dara.analysis.runs import RUN_KEYS
+from dara.analysis.runs import RUN_KEYS, keys_of
 from dara.runs import most_common_group_size
 from dara.analysis.summary import format_mean_sd, mean_sd
 
@@ -35,7 +36,8 @@ def crossing_records(metrics: pd.DataFrame, thresholds: Mapping[str, Sequence[fl
     missing values raises.
     """
     records = []
-    for keys, run in metrics[metrics["step"] >= first_step].groupby(list(RUN_KEYS), sort=True):
+    keys_named = keys_of(metrics)
+    for keys, run in metrics[metrics["step"] >= first_step].groupby(keys_named, sort=True):
         run = run.sort_values("step")
         for reward, levels in thresholds.items():
             column = f"reward/{reward}"
@@ -44,10 +46,10 @@ def crossing_records(metrics: pd.DataFrame, thresholds: Mapping[str, Sequence[fl
             for threshold in levels:
                 step = first_crossing(run["step"], run[column], threshold)
                 records.append(
-                    {**dict(zip(RUN_KEYS, keys)), "reward": reward, "threshold": float(threshold),
+                    {**dict(zip(keys_named, keys)), "reward": reward, "threshold": float(threshold),
                      "step": np.nan if step is None else step, "last_step": int(run["step"].max())}
                 )
-    columns = [*RUN_KEYS, "reward", "threshold", "step", "last_step"]
+    columns = [*keys_named, "reward", "threshold", "step", "last_step"]
     return pd.DataFrame(records, columns=columns).astype({"step": "Float64"})
 
 
@@ -59,12 +61,13 @@ def stable_crossing_records(
     if column not in metrics.columns:
         raise ValueError(f"no {column!r} in the metrics; have {sorted(c for c in metrics.columns if c.startswith('reward/'))}")
     records = []
-    for keys, run in metrics.groupby(list(RUN_KEYS), sort=True):
+    keys_named = keys_of(metrics)
+    for keys, run in metrics.groupby(keys_named, sort=True):
         run = run.sort_values("step")
         for threshold in thresholds:
             result = first_stable_crossing(run["step"], run[column], threshold, window=window, future=future)
             records.append(
-                {**dict(zip(RUN_KEYS, keys)), "reward": reward, "threshold": float(threshold),
+                {**dict(zip(keys_named, keys)), "reward": reward, "threshold": float(threshold),
                  "step": np.nan if result.step is None else result.step, "status": result.status,
                  "last_step": result.last_step}
             )
@@ -112,7 +115,7 @@ def paper_metrics(evaluations: pd.DataFrame, mapping: Mapping[str, str]) -> pd.D
     missing = {name: key for name, key in mapping.items() if key not in evaluations.columns}
     if missing:
         raise ValueError(f"evaluations lack {missing}; their columns: {sorted(evaluations.columns)}")
-    selected = evaluations[[*RUN_KEYS, "step"]].copy()
+    selected = evaluations[[*keys_of(evaluations), "step"]].copy()
     for name, key in mapping.items():
         selected[name] = evaluations[key].astype(float)
     return selected

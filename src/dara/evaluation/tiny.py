@@ -20,12 +20,13 @@ Scorers, as at paper scale:
   mean ACT composite reward.
 Every task also reports the mean of each training reward on the held-out samples (`rewards`).
 
-Step 0 of every CPU trainer's run is its task's warm-start policy: the base that every "points above the base" and
-every drift control is measured against. One sample per item would give it the sampling error of a single checkpoint
-(about 4.6 points of BFCL tool accuracy on 87 tool items) in every comparison, so it gets `warm_start_samples`, and
-it is evaluated once per task, not once per job:
+Step 0 of every CPU trainer's run is one of its task's warm-start policies (`dara.runs.Run.warm_start`): the base
+that every "points above the base" and every drift control is measured against. One sample per item would give it
+the sampling error of a single checkpoint (about 4.6 points of BFCL tool accuracy on 87 tool items) in every
+comparison, so it gets `warm_start_samples`, and it is evaluated once per warm start, not once per job:
 
-    python -m dara.evaluation.tiny --experiment tiny --warm-start toolcall     # -> policies/toolcall/heldout_eval/
+    python -m dara.evaluation.tiny --experiment tiny --warm-start toolcall --warm-start-index 0
+    # -> policies/toolcall/warm_start0/heldout_eval/step0.json
 
 writes the warm-start policy's `step0.json`, and an evaluation job given it (`--warm-start-eval`) copies it into each
 run's `step0.json` when the run's step-0 checkpoint has the same files (SHA-256), task options, response cap and
@@ -233,7 +234,8 @@ def _generate_run(run: Run | WarmStart, steps: Sequence[int], case_prefix: str, 
     tool_task = run.task in ("toolcall", "toolcall3")
     written, pending, bfcl_cases = [], {}, []
     revision = git_revision()  # the sampler and scorers are code: a result says which code made it
-    coordinates = {"task": run.task, "method": run.method, "group_size": run.group_size, "seed": run.seed}
+    coordinates = {"task": run.task, "method": run.method, "group_size": run.group_size, "seed": run.seed,
+                   "warm_start": run.warm_start}
     for step in steps:
         target = Path(run.eval_file(step))
         written.append(target)
@@ -283,6 +285,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     # --experiment also gives --warm-start's policy, and the evaluation settings unless --evaluation does
     add_run_arguments(parser).add_argument("--warm-start", metavar="TASK",
                                            help="evaluate --experiment's warm-start policy of TASK")
+    parser.add_argument("--warm-start-index", type=int, default=0, metavar="K",
+                        help="with --warm-start: which of the task's warm starts (default 0)")
     parser.add_argument("--evaluation", help="the experiment's evaluation settings as JSON (the workflow's)")
     parser.add_argument("--warm-start-eval", type=Path, nargs="*", default=[],
                         help="warm-start evaluations (written by --warm-start) to copy into matching step-0 files")
@@ -296,7 +300,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except json.JSONDecodeError as error:
         parser.error(f"--evaluation must be the evaluation settings as a JSON object: {error}")
     if args.warm_start:
-        to_evaluate = [WarmStart.of(experiment, args.warm_start)]
+        to_evaluate = [WarmStart.of(experiment, args.warm_start, warm_start=args.warm_start_index)]
     else:
         to_evaluate = runs_from_arguments(args, parser)
     evaluate_runs(to_evaluate, bfcl_python=args.bfcl_python, warm_start_evals=args.warm_start_eval, **evaluation)

@@ -137,10 +137,10 @@ class TrainSettings:
 
 
 def resolved_config(run, settings: TrainSettings) -> dict[str, Any]:
-    """What decides a CPU run's metrics, for its config.yaml and the resume check: the run's task, method, G and
-    seed and its settings, the bookkeeping switches (wandb) left out."""
+    """What decides a CPU run's metrics, for its config.yaml and the resume check: the run's task, method, G, seed
+    and warm start and its settings, the bookkeeping switches (wandb) left out."""
     values = {"task": run.task, "method": run.method, "group_size": run.group_size, "seed": run.seed,
-              **dataclasses.asdict(settings)}
+              "warm_start": run.warm_start, **dataclasses.asdict(settings)}
     for key in ("wandb", "wandb_project"):
         values.pop(key)
     return values

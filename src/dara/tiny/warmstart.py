@@ -1,6 +1,6 @@
 """Warm start of a task's tiny policy: tokenizer, model, supervised fine-tuning, step-0 reward rates.
 
-    python -m dara.tiny.warmstart --experiment tiny --task toolcall --out results/tiny/policies/toolcall
+    python -m dara.tiny.warmstart --experiment tiny --task toolcall --warm-start 0 --out results/tiny/policies/toolcall/warm_start0
 
 1. Train a byte-level BPE tokenizer on prompts + demonstrations of the task's train split.
 2. Build a Qwen2-architecture model (sizes from the experiment's ``warm_start.model``) and fine-tune it on
@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from dara.io import write_json_atomic
-from dara.provenance import git_revision
+from dara.provenance import git_revision, machine_record
 from dara.tasks import Task, get_task
 from dara.tiny.policy import EOS, build_model, decode_responses, rollout, save_policy, token_logprobs, train_tokenizer
 
@@ -85,6 +85,9 @@ def warm_start(task_name: str, task_options: dict[str, Any], out: str | Path, *,
     The arguments are an experiment's resolved warm-start settings (`dara.experiments.warm_start_settings`; their
     defaults live in the experiment schema)."""
     torch.set_num_threads(1)
+    # the CPU and the kernels this process dispatches to, for warmstart.json; a job that must run pinned and is not
+    # stops here (dara.kernels.enforce_pin)
+    machine = machine_record()
     torch.manual_seed(seed)
     started = time.perf_counter()
     task = get_task(task_name, **task_options)
@@ -124,8 +127,10 @@ def warm_start(task_name: str, task_options: dict[str, Any], out: str | Path, *,
     }
     out = Path(out)
     save_policy(policy, tokenizer, out)
-    # warmstart.json is the rule's output: written last, atomically, with the code revision that made the policy.
+    # warmstart.json is the rule's output: written last, atomically, with the code revision that made the policy
+    # and the machine it ran on.
     report["git_revision"] = git_revision()
+    report["machine"] = machine
     write_json_atomic(out / "warmstart.json", report)
     return report
 
@@ -136,9 +141,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--experiment", required=True, help="scale name (tiny, smoke) or path to an experiment yaml")
     parser.add_argument("--task", required=True)
+    parser.add_argument("--warm-start", type=int, default=0, metavar="K",
+                        help="which of the task's warm starts (drawn with the warm_start seed + K; default 0)")
     parser.add_argument("--out", required=True)
     cli = parser.parse_args(argv)
-    report = warm_start(out=cli.out, **warm_start_settings(load_experiment(cli.experiment), cli.task))
+    report = warm_start(out=cli.out, **warm_start_settings(load_experiment(cli.experiment), cli.task, cli.warm_start))
     print(json.dumps(report["step0"], indent=2))
 
 
