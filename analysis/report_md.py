@@ -1,8 +1,10 @@
 """results/<scale>/REPORT.md: every regenerated table beside the paper's value and the difference, the
 crossing-step comparison, and which of the paper's claims our runs support, computed from the tables the
-other analysis scripts wrote (their paths are the rule's inputs) and analysis/reference/. Every number of
-the paper in it is read from analysis/reference/*.csv (dara.analysis.paper_reference), none is typed here.
-Also writes results/<scale>/tables/claims.csv: the claims with their effect sizes, for tests and notebooks.
+other analysis scripts wrote (their paths are the rule's inputs: first_crossing.csv, the per-run final scores
+table1_runs.csv and table4a_runs.csv, fig5.csv, ...) and analysis/reference/. Every number of the paper in it is
+read from analysis/reference/*.csv (dara.analysis.paper_reference), none is typed here.
+Also writes results/<scale>/tables/claims.csv: the claims with their effect sizes, raw and Holm-adjusted p-values
+and verdicts, for tests and notebooks.
 """
 
 from pathlib import Path
@@ -17,8 +19,8 @@ from dara.analysis.cli import parse_inputs
 from dara.analysis.mechanism_toy import ToyConfig
 from dara.io import write_text_atomic
 from dara.provenance import git_revision
-from dara.analysis.paper_comparison import (crossing_comparison, headline_claims, paper_model_size, stable_window,
-                                            table_comparison)
+from dara.analysis.paper_comparison import (crossing_comparison, headline_claims, non_inferiority, paper_model_size,
+                                            regime_check, stable_window, table_comparison)
 from dara.analysis.paper_reference import PaperReference
 from dara.analysis.tables import main_group_size
 from dara.io import write_csv_atomic
@@ -42,6 +44,42 @@ def _measured(merged: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return merged[merged["ours"].notna()], note
 
 
+def _verdict_rules(config: dict) -> str:
+    """The paragraph above the claims table: how each verdict is reached (dara.analysis.claims has the rules)."""
+    significance = f"{claim_checks.SIGNIFICANCE:g}"
+    return ("Verdicts are computed by `dara.analysis.claims` from the tables above and below, with warm starts as "
+            "the unit of replication (each run trains from one of a few independent warm-start policies, shared by "
+            "the two arms of a claim; results without a `warm_start` column are one warm start). Crossing claims: a "
+            "log-rank test stratified by warm start (never-crossing runs censored at their last step), its direction "
+            "from the method's observed minus expected crossings; beside it the Kaplan-Meier medians and the "
+            "difference of median crossing steps (ours minus the baseline; never-crossing runs at their last step + "
+            "1) with a two-level bootstrap 95 % interval (warm starts, then seeds within them) and per warm start. "
+            '"Not lower" claims: a non-inferiority test of the mean difference against a margin stated with its '
+            "reason (`analysis/config.yaml` `non_inferiority`, below): paired by warm start (t with W - 1 degrees of "
+            "freedom) when both arms share two or more warm starts, Welch's t over runs with one; the interval shown "
+            "is the two-level bootstrap one, the bound the one-sided 95 % bound that decides. Every tested claim "
+            f'enters one family, Holm-corrected: "supported" when the adjusted p is below {significance} and the '
+            f'estimate points the claim\'s way, "refuted" when it is below {significance} and points the other way '
+            '(for "not lower": significantly worse than the margin), "not significant" otherwise; when both arms '
+            'end more than the margin worse than the step-0 base only "worse than the margin" is tested, and the '
+            'claim is "not informative" unless refuted. Not tested: "inconclusive" (neither arm crossed), "not '
+            'informative" (both arms within the margin of the metric\'s floor or ceiling), "not testable" (runs '
+            f"missing). Thresholds are fixed in the config before the runs: format {config['format_threshold']:g}, "
+            f"stable length {config['stable_crossing']['claim_threshold']:g}. The paper's numbers come from the "
+            "`analysis/reference/` rows named beside them.")
+
+
+def _margins_table(config: dict) -> str:
+    """The non-inferiority margins with their reasons, as the config states them."""
+    rows = []
+    for metric in config["non_inferiority"]:
+        settings = non_inferiority(config, metric)
+        low, high = settings["bounds"]
+        rows.append({"metric": metric, "margin": settings["margin"], "bounds": f"{low:g} to {high:g}",
+                     "reason": settings["reason"]})
+    return pd.DataFrame(rows).to_markdown(index=False, floatfmt="g")
+
+
 def _revision() -> str:
     """The short revision of the code that wrote the report (`dara.provenance.git_revision`), "+edits" if dirty."""
     found = git_revision()
@@ -57,6 +95,7 @@ def main(argv=None):
     table1 = _read(tables / "table1.csv")
     table2 = _read(tables / "table2.csv")
     table4a = _read(tables / "table4a.csv")
+    table1_runs, table4a_runs = _read(tables / "table1_runs.csv"), _read(tables / "table4a_runs.csv")
     survival = _read(tables / "survival.csv")
     stable = _read(inputs.figures / "fig5.csv")
     toy = _read(tables / "toy.csv")
@@ -68,15 +107,17 @@ def main(argv=None):
              f"Generated by `analysis/report_md.py` at code revision {_revision()}. {caveat}"
              "Paper values: `analysis/reference/` (sources there). Percentages unless stated.", ""]
     if inputs.metrics is not None:
-        runs = inputs.metrics[["task", "method", "G", "seed"]].drop_duplicates()
-        count = runs.groupby(["task", "G"])["seed"].size().rename("runs").reset_index()
+        keys = ["task", "method", "G", "seed", *(["warm_start"] if "warm_start" in inputs.metrics.columns else [])]
+        runs = inputs.metrics[keys].drop_duplicates()
+        count = runs.groupby(["task", "G"]).agg(runs=("seed", "size"), **(
+            {"warm_starts": ("warm_start", "nunique")} if "warm_start" in keys else {})).reset_index()
         lines += ["## Runs", "", count.to_markdown(index=False), ""]
 
     # The crossing-step comparison: the paper's per-seed steps (format_crossing_steps.csv) beside ours.
     tool, reward, threshold = config["tasks"]["tool"], config["format_reward"], config["format_threshold"]
     records = crossings[(crossings["task"] == tool) & (crossings["reward"] == reward)
                         & np.isclose(crossings["threshold"], threshold)]
-    claims = headline_claims(crossings, table1, inputs.metrics, stable, table4a, config, reference)
+    claims = headline_claims(crossings, table1_runs, stable, table4a_runs, config, reference)
     write_csv_atomic(tables / "claims.csv", claims_frame(claims))
     size = paper_model_size(inputs.primary_models.get(tool, ""))
     lines += [f"## Steps until the {reward} reward first reaches {threshold}", "",
@@ -91,19 +132,15 @@ def main(argv=None):
     else:
         lines += [f"No {tool} runs at this scale.", ""]
 
-    lines += ["## Which claims our runs support", "",
-              "Verdicts are computed by `dara.analysis.claims` from the tables above and below; "
-              "crossing claims compare Kaplan-Meier medians (never-crossing runs censored, not dropped) and count as "
-              f"supported only with a log-rank p below {claim_checks.SIGNIFICANCE:g}. Beside the p-value each crossing "
-              "claim gives its effect size: the difference of median crossing steps (ours minus the baseline) with a "
-              "bootstrap 95 % interval over seeds, never-crossing seeds put at their run's last step + 1. The paper's "
-              "numbers come from the `analysis/reference/` rows named beside them. A \"not lower\" claim is a "
-              "non-inferiority check: supported when DARA's mean is at most the margin (`analysis/config.yaml` "
-              "`non_inferiority_margins`, in the metric's units) worse than the baseline's; not informative when both "
-              "arms end more than the margin worse than the step-0 base, or both sit at 0 % or 100 %.", "",
-              claims_markdown(claims), ""]
+    lines += ["## Which claims our runs support", "", _verdict_rules(config), "", claims_markdown(claims), ""]
     verdicts = pd.Series([c.verdict for c in claims]).value_counts()
-    lines += [f"In all: {', '.join(f'{n} {v}' for v, n in verdicts.items())} ({scale} scale).", ""]
+    lines += [f"In all: {', '.join(f'{n} {v}' for v, n in verdicts.items())} ({scale} scale).", "",
+              "Non-inferiority margins (`analysis/config.yaml` `non_inferiority`, fixed before the runs):", "",
+              _margins_table(config), ""]
+    if inputs.metrics is not None:
+        lines += ["Regime check (not a claim: the tasks were calibrated to start in this regime, so it cannot fail "
+                  "in a meaningful way; outside the Holm family): " + regime_check(inputs.metrics, config,
+                                                                                    reference).line(), ""]
 
     if table1 is not None:
         paper = reference.table("bfcl_v4_final.csv")

@@ -20,6 +20,8 @@ import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from dara.io import replace_atomically, write_text_atomic
 from dara.provenance import read_revision
 
@@ -30,15 +32,27 @@ BLOCK = re.compile(r"(<!-- snapshot:(?P<name>[a-z0-9_]+(?:/[a-z0-9_]+)*) -->\n)(
 
 
 def step0_table(policies: Path) -> str:
-    """Step-0 rates of each warm-started policy (its warmstart.json): mean reward and density per reward."""
-    lines = ["| task | reward | mean at step 0 | density at step 0 |", "|---|---|---|---|"]
-    for report in sorted(policies.glob("*/warmstart.json")):
-        step0 = json.loads(report.read_text())["step0"]
-        rewards = [key.split("/", 1)[1] for key in step0 if key.startswith("reward/")]
+    """Step-0 rates of each warm-started policy (policies/<task>/warm_start<k>/warmstart.json): mean reward and
+    density per reward, one column per warm start, and their median (the calibration's criteria hold for the median
+    warm start)."""
+    reports: dict[str, dict[int, dict]] = {}
+    for report in policies.glob("*/warm_start*/warmstart.json"):
+        index = int(report.parent.name.removeprefix("warm_start"))
+        reports.setdefault(report.parent.parent.name, {})[index] = json.loads(report.read_text())["step0"]
+    if not reports:
+        raise FileNotFoundError(f"no warm start under {policies} (policies/<task>/warm_start<k>/warmstart.json)")
+    lines = ["| task | reward | warm starts | mean at step 0: median (each warm start) | density at step 0: median "
+             "(each) |", "|---|---|---|---|---|"]
+    for task in sorted(reports):
+        by_start = [reports[task][k] for k in sorted(reports[task])]
+        rewards = [key.split("/", 1)[1] for key in by_start[0] if key.startswith("reward/")]
         for reward in rewards:
-            density = step0.get(f"density/{reward}")
-            lines.append(f"| `{report.parent.name}` | {reward} | {step0[f'reward/{reward}']:.3f} | "
-                         f"{'' if density is None else f'{density:.2f}'} |")
+            means = [step0[f"reward/{reward}"] for step0 in by_start]
+            densities = [step0.get(f"density/{reward}") for step0 in by_start]
+            mean_text = f"{np.median(means):.3f} ({' '.join(f'{m:.3f}' for m in means)})"
+            density_text = ("" if any(d is None for d in densities)
+                            else f"{np.median(densities):.2f} ({' '.join(f'{d:.2f}' for d in densities)})")
+            lines.append(f"| `{task}` | {reward} | {len(by_start)} | {mean_text} | {density_text} |")
     return "\n".join(lines) + "\n"
 
 
@@ -46,8 +60,8 @@ def headline_table(tables: Path, config: dict) -> str:
     """The headline from first_crossing.csv: per method and G, the first step the tool task's format reward reaches
     its threshold (``tasks.tool``, ``format_reward``, ``format_threshold`` in analysis/config.yaml), summarised by
     ``dara.analysis.tables.crossing_summary`` exactly as first_crossing.md is (never-crossing seeds count as later
-    than any step), and the claims about it from claims.csv (effect size with its bootstrap interval, log-rank p,
-    verdict)."""
+    than any step), and the claims about it from claims.csv (effect size with its bootstrap interval, raw and
+    Holm-adjusted p, verdict)."""
     import numpy as np
     import pandas as pd
 
@@ -66,22 +80,25 @@ def headline_table(tables: Path, config: dict) -> str:
                          f"({show(row.q25)}-{show(row.q75)}) |")
     claims = pd.read_csv(tables / "claims.csv")
     claims = claims[claims["claim"].str.contains(f"{reward} {threshold:g} on {task}", regex=False)]
-    lines += ["", "| claim | ours | median difference in steps [95 % CI] | log-rank p | verdict |", "|---|---|---|---|---|"]
+    lines += ["", "| claim | ours | median difference in steps [95 % CI] | p (raw) | p (Holm) | verdict |",
+              "|---|---|---|---|---|---|"]
     for claim in claims.itertuples():
         difference = ("" if pd.isna(claim.median_difference) else
                       f"{claim.median_difference:g} [{claim.ci_low:g}, {claim.ci_high:g}]")
-        p_value = "" if pd.isna(claim.logrank_p) else f"{claim.logrank_p:.3g}"
-        lines.append(f"| {claim.claim} | {claim.ours} | {difference} | {p_value} | {claim.verdict} |")
+        p_raw, p_holm = ("" if pd.isna(p) else f"{p:.3g}" for p in (claim.p_raw, claim.p_holm))
+        lines.append(f"| {claim.claim} | {claim.ours} | {difference} | {p_raw} | {p_holm} | {claim.verdict} |")
     return "\n".join(lines) + "\n"
 
 
 def claims_table(tables: Path) -> str:
-    """Every claim REPORT.md checks, with our numbers and the verdict (claims.csv)."""
+    """Every claim REPORT.md checks, with our numbers, the raw and Holm-adjusted p and the verdict (claims.csv)."""
     import pandas as pd
 
     claims = pd.read_csv(tables / "claims.csv")
-    lines = ["| claim | ours | verdict |", "|---|---|---|"]
-    lines += [f"| {claim.claim} | {claim.ours} | {claim.verdict} |" for claim in claims.itertuples()]
+    lines = ["| claim | ours | p (raw) | p (Holm) | verdict |", "|---|---|---|---|---|"]
+    for claim in claims.itertuples():
+        p_raw, p_holm = ("" if pd.isna(p) else f"{p:.3g}" for p in (claim.p_raw, claim.p_holm))
+        lines.append(f"| {claim.claim} | {claim.ours} | {p_raw} | {p_holm} | {claim.verdict} |")
     return "\n".join(lines) + "\n"
 
 
@@ -183,6 +200,38 @@ def other_backend_revisions(results: Path) -> str:
     return text
 
 
+def machine_table(results: Path) -> str:
+    """Where the snapshot's runs and warm starts computed: the CPU and the kernel dispatch of each run's machine.json
+    and each warm start's warmstart.json (`dara.kernels.machine_record`). Every one must have run pinned, on one CPU
+    type, under one dispatch: a tree that mixes them is two draws, refused like mixed code revisions."""
+    records = [json.loads(path.read_text()) for path in sorted((results / "runs").glob("*/*/G*/seed*/machine.json"))]
+    runs = len(list((results / "runs").glob("*/*/G*/seed*/metrics.parquet")))
+    if len(records) != runs:
+        raise SystemExit(f"{runs - len(records)} of the {runs} runs under {results} have no machine.json: they ran "
+                         "before the kernel pin; rerun them")
+    for path in sorted((results / "policies").glob("*/warm_start*/warmstart.json")):
+        record = json.loads(path.read_text()).get("machine")
+        if record is None:
+            raise SystemExit(f"{path} has no machine record: that warm start ran before the kernel pin; rerun it")
+        records.append(record)
+    dispatches = {json.dumps({key: value for key, value in record["dispatch"].items() if key != "torch_threads"},
+                             sort_keys=True) for record in records}
+    cpus = {json.dumps(record["cpu"], sort_keys=True) for record in records}
+    if not all(record["dispatch"].get("pinned") for record in records) or len(dispatches) != 1 or len(cpus) != 1:
+        raise SystemExit(f"the runs and warm starts under {results} ran under {len(dispatches)} kernel dispatches on "
+                         f"{len(cpus)} CPU types, not all pinned: rerun them on one machine under the pin")
+    dispatch, cpu = records[0]["dispatch"], records[0]["cpu"]
+    flags = ", ".join(flag for flag, present in cpu["flags"].items() if present)
+    variables = ", ".join(f"`{name}={value}`" for name, value in dispatch["variables"].items())
+    return ("| what | value |\n|---|---|\n"
+            f"| CPU | {cpu['vendor']} {cpu['model_name']} (family {cpu['family']}, model {cpu['model']}), "
+            f"{cpu['logical_cpus']} logical CPUs |\n| vector instructions | {flags} |\n"
+            f"| kernel pin | {variables} |\n"
+            f"| dispatch seen by every job | ATen {dispatch['aten_cpu_capability']}, MKL branch "
+            f"{dispatch['mkl_cbwr_branch']} |\n| torch, MKL, oneDNN | {dispatch['torch']}, {dispatch['mkl']}, "
+            f"{dispatch['onednn']} |\n| runs and warm starts recorded | {len(records)} |\n")
+
+
 def take_snapshot(results: Path, out: Path) -> None:
     from dara.provenance import revision_text
 
@@ -197,6 +246,10 @@ def take_snapshot(results: Path, out: Path) -> None:
     write_text_atomic(out / "claims.md", claims_table(results / "tables"))
     copy(results / "tables" / "regime.md", out / "regime.md")
     write_text_atomic(out / "timing.md", timing_table(results))
+    write_text_atomic(out / "machine.md", machine_table(results))
+    # make replicate's comparison of each claim's verdict in two independent replicates, when it ran
+    if (results / "tables" / "replicates.md").is_file():
+        copy(results / "tables" / "replicates.md", out / "replicates.md")
     for name in FIGURES:
         copy(results / "figures" / f"{name}.png", out / f"{name}.png")
     # `dara diagnose` on the headline's GRPO run (the README's "Is my multi-reward run imbalanced?")

@@ -1,15 +1,21 @@
 """Table 1: held-out tool-calling accuracy and format per method at the final checkpoint, mean ± SD over
-seeds; every run, then the runs the paper's retention rule keeps (final validation format >= 0.8).
+seeds; every run, then the runs the paper's retention rule keeps (final validation format >= 0.8). Every tool
+metric of analysis/config.yaml's evaluation_metrics.tool is a column (at tiny scale: accuracy over the tool items,
+format, accuracy with irrelevance, irrelevance accuracy), but one that no evaluation measured (named below it).
 
 Paper: BFCL-v4 Live / Non-Live / Multi-Turn / Average, Qwen2.5-1.5B and 3B, step 100. Tiny scale: the
 tool-calling task's held-out BFCL-style cases (one pool, no Live / Non-Live / Multi-Turn split, one
-model size). Output: results/<scale>/tables/table1.{csv,md}.
+model size). Output: results/<scale>/tables/table1.{csv,md}, and tables/table1_runs.csv: one row per run at its
+final checkpoint and one per run at step 0 (method "base"), with its warm start where the runs have one, metrics
+in percent: the values the "not lower" claims test (dara.analysis.claims.not_lower).
 """
 
 import pandas as pd
 
+from dara.analysis.claims import per_run_values
 from dara.analysis.cli import parse_inputs, unavailable_note
 from dara.io import write_csv_atomic, write_text_atomic
+from dara.analysis.runs import RUN_KEYS
 from dara.analysis.summary import retain_runs
 from dara.analysis.tables import final_checkpoint, main_group_size, paper_metrics, pivot_mean_sd, summarise_metrics
 
@@ -18,8 +24,9 @@ PAPER_COLUMNS = ["live_accuracy", "live_format", "non_live_accuracy", "non_live_
 
 
 def summarise_model(evaluations, mapping, retention_metric, retention_threshold):
-    """Step-0, all-runs and retained-runs summaries of one model's evaluations at its main group size, and the
-    metrics no evaluation has a value of (left out of the summaries; a metric some evaluations lack still raises)."""
+    """Step-0, all-runs and retained-runs summaries of one model's evaluations at its main group size, its per-run
+    values (final checkpoint and step 0), and the metrics no evaluation has a value of (left out of the summaries;
+    a metric some evaluations lack still raises)."""
     scores = paper_metrics(evaluations, mapping)
     group_size = main_group_size(scores)  # the group-size sweep is fig3's; the table is at the main G
     scores = scores[scores["G"] == group_size]
@@ -38,7 +45,8 @@ def summarise_model(evaluations, mapping, retention_metric, retention_threshold)
     if not retention.retained.empty:
         parts.append(summarise_metrics(retention.retained, list(mapping), by=["method"])
                      .assign(cohort="retained", step=final_step))
-    return pd.concat(parts, ignore_index=True).assign(G=group_size), retention, unmeasured
+    runs = per_run_values(scores, list(mapping))
+    return pd.concat(parts, ignore_index=True).assign(G=group_size), runs, retention, unmeasured
 
 
 def main(argv=None):
@@ -49,6 +57,7 @@ def main(argv=None):
     if not by_model:
         write_text_atomic(inputs.tables / "table1.md", unavailable_note("Table 1", inputs.scale, f"no evaluations of {task}"))
         write_csv_atomic(inputs.tables / "table1.csv", pd.DataFrame(columns=columns))
+        write_csv_atomic(inputs.tables / "table1_runs.csv", pd.DataFrame(columns=["model", *RUN_KEYS, "step"]))
         return
     mapping = inputs.config["evaluation_metrics"]["tool"]
     rule = inputs.config["retention"]
@@ -58,10 +67,11 @@ def main(argv=None):
         lines += ["Tiny analogue of the paper's BFCL-v4 table: one model size (the task's warm-start policy). "
                   f"Not measured at this scale: {', '.join(missing) or 'none'} (the tiny evaluation has no "
                   "Live / Non-Live / Multi-Turn split).", ""]
-    summaries = []
+    summaries, per_run = [], []
     for model, evaluations in by_model.items():
-        summary, retention, unmeasured = summarise_model(evaluations, mapping, rule["metric"], rule["threshold"])
+        summary, runs, retention, unmeasured = summarise_model(evaluations, mapping, rule["metric"], rule["threshold"])
         summaries.append(summary.assign(model=model or inputs.scale))
+        per_run.append(runs.assign(model=model or inputs.scale))
         lines += [f"## {model or f'{inputs.scale}-scale policy'} (G={int(summary['G'].iloc[0])})", ""]
         if unmeasured:
             lines += [f"Not measured on these held-out items: {', '.join(unmeasured)} (no evaluation has a value; "
@@ -74,6 +84,8 @@ def main(argv=None):
         if not retention.dropped.empty:
             lines += [retention.dropped[["method", "G", "seed", "exclusion_reason"]].to_markdown(index=False), ""]
     write_csv_atomic(inputs.tables / "table1.csv", pd.concat(summaries, ignore_index=True)[columns])
+    runs = pd.concat(per_run, ignore_index=True)
+    write_csv_atomic(inputs.tables / "table1_runs.csv", runs[["model", *(c for c in runs.columns if c != "model")]])
     write_text_atomic(inputs.tables / "table1.md", "\n".join(lines))
 
 

@@ -4,13 +4,17 @@ the length budget (exceed) and joint (correct and within budget), final checkpoi
 Paper: R1-Distill-1.5B, Static-Asym/Sym with w = 5 on the length reward vs DARA-Asym/Sym. Tiny scale: the
 math-length task with static weights [1, 5]. A ``base`` row (the step-0 policy: every run's step-0 evaluation,
 when there is one) stands first, as in Table 1; the "not lower" claims compare both arms with it.
-Output: results/<scale>/tables/table4a.{csv,md}.
+Output: results/<scale>/tables/table4a.{csv,md}, and tables/table4a_runs.csv: one row per run at its final
+checkpoint and one per run at step 0 (method "base"), with its warm start where the runs have one, metrics in
+percent: the values the "not lower" claims test (dara.analysis.claims.not_lower).
 """
 
 import pandas as pd
 
+from dara.analysis.claims import per_run_values
 from dara.analysis.cli import parse_inputs, unavailable_note
 from dara.io import write_csv_atomic, write_text_atomic
+from dara.analysis.runs import RUN_KEYS
 from dara.analysis.tables import final_checkpoint, main_group_size, paper_metrics, pivot_mean_sd, summarise_metrics
 
 METHODS = ("static_sym", "static_asym", "dara_sym", "dara_asym")
@@ -26,6 +30,7 @@ def main(argv=None):
         write_text_atomic(inputs.tables / "table4a.md", unavailable_note("Table 4a", inputs.scale,
                                                                   f"no evaluations of {task} with {METHODS}"))
         write_csv_atomic(inputs.tables / "table4a.csv", pd.DataFrame(columns=["method", "metric", "mean", "sd", "n"]))
+        write_csv_atomic(inputs.tables / "table4a_runs.csv", pd.DataFrame(columns=[*RUN_KEYS, "step"]))
         return
     mapping = inputs.config["evaluation_metrics"]["math"]
     group_size = main_group_size(evaluations)
@@ -36,6 +41,7 @@ def main(argv=None):
     if not base.empty:
         summary = pd.concat([summarise_metrics(base, list(mapping), by=["method"]), summary], ignore_index=True)
     write_csv_atomic(inputs.tables / "table4a.csv", summary)
+    write_csv_atomic(inputs.tables / "table4a_runs.csv", per_run_values(scores, list(mapping)))
     absent = [method for method in METHODS if method not in set(summary["method"])]
     base_note = ("`base` = the step-0 policy (every run's step-0 evaluation)." if not base.empty else
                  "No step-0 evaluations: no base row.")

@@ -1,4 +1,5 @@
-"""Effect sizes of crossing claims and the run-length-scaled stable-crossing span, on cases with known answers."""
+"""Effect sizes of claims (one- and two-level bootstrap) and the run-length-scaled stable-crossing span, on cases with
+known answers."""
 
 import itertools
 
@@ -7,7 +8,8 @@ import pandas as pd
 import pytest
 
 from dara.analysis.crossing import stable_crossing_span
-from dara.analysis.effect_size import bootstrap_median_difference, crossing_steps
+from dara.analysis.effect_size import (bootstrap_difference, bootstrap_mean_difference, bootstrap_median_difference,
+                                       crossing_steps, per_warm_start_differences)
 
 
 def test_identical_seeds_give_a_zero_width_interval_at_the_difference():
@@ -42,11 +44,66 @@ def test_the_bootstrap_is_reproducible_and_seeded():
     assert len({(e.low, e.high) for e in other}) > 1  # the seed is used, not ignored
 
 
-@pytest.mark.parametrize("a, b, options", [([], [1], {}), ([1, np.nan], [1], {}), ([1], [2], {"confidence": 1.0}),
-                                           ([1], [2], {"resamples": 0})])
-def test_bootstrap_rejects_bad_input(a, b, options):
-    with pytest.raises(ValueError):
-        bootstrap_median_difference(a, b, **options)
+@pytest.mark.parametrize("a, b, options, message", [
+    ([], [1], {}, "non-empty"), ([1, np.nan], [1], {}, "finite"), ([1], [2], {"confidence": 1.0}, "confidence"),
+    ([1], [2], {"resamples": 0}, "resamples"), ([1], [2], {"statistic": "mode"}, "statistic"),
+    ([1, 2], [3, 4], {"warm_starts_a": [0, 1], "warm_starts_b": [0, 0]}, "same warm starts"),
+    ([1, 2], [3, 4], {"warm_starts_a": [0], "warm_starts_b": [0, 0]}, "one warm start per value"),
+    ([1, 2], [3, 4], {"warm_starts_a": [0, np.nan], "warm_starts_b": [0, 0]}, "missing warm starts"),
+])
+def test_bootstrap_rejects_bad_input_naming_the_problem(a, b, options, message):
+    with pytest.raises(ValueError, match=message):
+        bootstrap_difference(a, b, **options)
+
+
+# five warm starts of four seeds each; every seed of a warm start ends alike: all spread is between warm starts
+BETWEEN = np.repeat([0.0, 10.0, 20.0, 30.0, 40.0], 4)
+WARM_STARTS = np.repeat(np.arange(5), 4)
+
+
+def test_two_level_bootstrap_is_seeded():
+    a, b = BETWEEN + np.arange(20) % 3, np.full(20, 5.0)
+    first = bootstrap_mean_difference(a, b, WARM_STARTS, WARM_STARTS)
+    assert first == bootstrap_mean_difference(a, b, WARM_STARTS, WARM_STARTS)
+    assert first.warm_starts == 5 and (first.n_a, first.n_b) == (20, 20)
+    other = bootstrap_mean_difference(a, b, WARM_STARTS, WARM_STARTS, seed=1)
+    assert (other.low, other.high) != (first.low, first.high)
+
+
+@pytest.mark.parametrize("statistic", ["mean", "median"])
+def test_two_level_bootstrap_resamples_warm_starts_not_seeds(statistic):
+    # seeds as independent draws pretend to twenty replicates; there are five (one per warm start), so the interval
+    # over warm starts is about sqrt(4) = 2 times as wide
+    b = np.zeros(20)
+    seeds = bootstrap_difference(BETWEEN, b, statistic=statistic)
+    warm = bootstrap_difference(BETWEEN, b, WARM_STARTS, WARM_STARTS, statistic=statistic)
+    assert seeds.difference == warm.difference == 20.0
+    assert warm.high - warm.low > 1.5 * (seeds.high - seeds.low)
+    # mean of five warm starts drawn with replacement: its extremes are 0 and 40 (each 1 / 5**5 likely)
+    assert 0.0 <= warm.low < 20.0 < warm.high <= 40.0
+
+
+def test_one_draw_of_warm_starts_serves_both_arms():
+    # both arms share each warm start's level: the difference within every warm start is -3, whatever is drawn
+    paired = bootstrap_mean_difference(BETWEEN, BETWEEN + 3, WARM_STARTS, WARM_STARTS)
+    assert (paired.difference, paired.low, paired.high) == pytest.approx((-3.0, -3.0, -3.0))
+
+
+def test_warm_starts_with_unequal_seeds_draw_each_warm_starts_own_seeds():
+    # warm start 0 has one seed, warm start 1 three: a resample draws 1 or 3 values per drawn warm start
+    a, labels = np.array([100.0, 1.0, 2.0, 3.0]), np.array([0, 1, 1, 1])
+    effect = bootstrap_mean_difference(a, np.zeros(4), labels, labels)
+    assert effect.difference == pytest.approx(26.5)
+    # a quarter of resamples draw warm start 0 twice: two draws of 100, mean 100, the 97.5 % quantile; another
+    # quarter draw warm start 1 twice: six draws of {1, 2, 3}, whose lower tail holds the 2.5 % quantile
+    assert effect.high == 100.0 and 1.0 < effect.low < 2.0
+    # seeds pooled as one warm start: four draws of 100 are rare (1 / 256), so the top of the interval is lower
+    assert bootstrap_mean_difference(a, np.zeros(4)).high < 100.0
+
+
+def test_per_warm_start_differences_compare_within_each_shared_warm_start():
+    found = per_warm_start_differences([10, 12, 30, 50], [14, 16, 36, 60], [0, 0, 1, 2], [0, 0, 1, 3])
+    assert found == {0: -4.0, 1: -6.0}  # warm starts 2 and 3 have one arm only
 
 
 def test_never_crossing_runs_count_from_the_step_after_their_last():

@@ -14,61 +14,133 @@ from dara.io import write_text_atomic
 NO_PAPER = PaperStatement("", "")  # claims whose paper side a test does not look at
 
 
-def _records(steps_by_method, last_step=100):
+def _records(steps_by_method, last_step=100, warm_starts=None):
+    """Crossing records; ``warm_starts``: per method, each seed's warm start (None: no warm_start column)."""
     rows = [{"task": "toolcall", "method": method, "G": 8, "seed": seed, "reward": "format", "threshold": 0.8,
-             "step": np.nan if step is None else step, "last_step": last_step}
+             "step": np.nan if step is None else step, "last_step": last_step,
+             **({} if warm_starts is None else {"warm_start": warm_starts[method][seed]})}
             for method, steps in steps_by_method.items() for seed, step in enumerate(steps)]
     return pd.DataFrame(rows).astype({"step": "Float64"})
 
 
+def _faster(records, method="dara_sym", baseline="gdpo"):
+    return claims.faster_crossing(records, method, baseline, paper=NO_PAPER, scale="tiny", what="x")
+
+
 def test_faster_crossing_counts_never_crossing_seeds_as_censored():
     # GDPO's crossed seeds alone have median 11.5, faster than DARA's 15; with its three never-crossing seeds
-    # censored at step 100, Kaplan-Meier S stays at 3/5 > 1/2, so its median is "never" and DARA is faster.
+    # censored at step 100, Kaplan-Meier S stays at 3/5 > 1/2, so its median is "never"
     records = _records({"dara_sym": [14, 15, 16], "gdpo": [11, 12, None, None, None]})
-    claim = claims.faster_crossing(records, "dara_sym", "gdpo", paper=NO_PAPER, scale="tiny", what="format 0.8")
-    # faster by Kaplan-Meier median, but three against five seeds is no evidence (log-rank p = 0.33)
-    assert claim.verdict == "same direction, not significant"
-    assert "median step 15 vs never" in claim.ours and "crossed 3/3 vs 2/5" in claim.ours
+    claim = _faster(records)
+    # three against five seeds is no evidence (log-rank p = 0.33)
+    assert claim.verdict == "not significant" and claim.p_raw == pytest.approx(0.33, abs=0.01)
+    assert "KM median step 15 vs never" in claim.ours and "crossed 3/3 vs 2/5" in claim.ours
+    assert "1 warm start shared" in claim.ours and claim.warm_starts == 1  # no warm_start column: one warm start
 
 
 def test_a_faster_crossing_is_supported_only_when_the_log_rank_test_is_significant():
     many = _records({"dara_sym": [5, 6, 7, 8, 9, 10], "gdpo": [30, 31, 32, None, None, None]})
-    claim = claims.faster_crossing(many, "dara_sym", "gdpo", paper=NO_PAPER, scale="tiny", what="x")
-    assert claim.verdict == "supported" and claim.logrank_p == pytest.approx(0.000506, abs=5e-7)
+    claim = _faster(many)
+    # one warm start: the stratified test is the plain log-rank test (hand-checked in test_analysis_survival.py)
+    assert claim.verdict == "supported" and claim.p_raw == pytest.approx(0.000506, abs=5e-7)
+    assert claim.p_holm == claim.p_raw and claim.direction == 1  # checked alone: a family of one
     # the effect size beside it: GDPO's never-crossing seeds enter at last step + 1 = 101, so its median is
     # (32 + 101) / 2 = 66.5 against DARA-Sym's 7.5
     assert claim.median_difference == 7.5 - 66.5 and claim.ci_low <= claim.median_difference <= claim.ci_high
     assert claim.ci_high < 0  # every resample of these seeds has DARA-Sym ahead
-    never = claims.faster_crossing(_records({"dara_sym": [None, None], "gdpo": [3, 4]}), "dara_sym", "gdpo",
-                                   paper=NO_PAPER, scale="tiny", what="x")
-    assert never.verdict == "not supported"
+    assert claim.per_warm_start == "ws0 -59"
 
 
-def test_faster_crossing_verdicts():
-    slower = claims.faster_crossing(_records({"dara_sym": [30, 31, 32], "gdpo": [10, 11, 12]}), "dara_sym", "gdpo",
-                                    paper=NO_PAPER, scale="tiny", what="x")
-    assert slower.verdict == "not supported"
-    neither = claims.faster_crossing(_records({"dara_sym": [None], "gdpo": [None]}), "dara_sym", "gdpo",
-                                     paper=NO_PAPER, scale="tiny", what="x")
-    assert neither.verdict == "inconclusive"
-    missing = claims.faster_crossing(_records({"dara_sym": [3]}), "dara_sym", "gdpo", paper=NO_PAPER, scale="tiny", what="x")
+def test_a_significantly_slower_crossing_is_refuted():
+    slower = _faster(_records({"dara_sym": [30, 31, 32, 33, 34], "gdpo": [10, 11, 12, 13, 14]}))
+    assert slower.verdict == "refuted" and slower.direction == -1 and slower.p_raw < 0.05
+    assert "O-E -" in slower.ours and slower.median_difference == 20
+    # slower, but two against two seeds: not significant, not refuted
+    never = _faster(_records({"dara_sym": [None, None], "gdpo": [3, 4]}))
+    assert never.verdict == "not significant" and never.direction == -1
+
+
+def test_faster_crossing_untested_verdicts():
+    neither = _faster(_records({"dara_sym": [None], "gdpo": [None]}))
+    assert neither.verdict == "inconclusive" and "neither arm crossed" in neither.ours and np.isnan(neither.p_raw)
+    missing = _faster(_records({"dara_sym": [3]}))
     assert missing.verdict == "not testable" and "gdpo" in missing.ours
 
 
-def test_sparse_upweighted_reads_each_runs_first_rollout_batch():
+def test_the_crossing_test_is_stratified_by_warm_start():
+    from statsmodels.duration.survfunc import survdiff
+
+    # warm start 1 is much slower than warm start 0 for both methods; within each, DARA-Sym leads by 4 to 6 steps
+    steps = {"dara_sym": [10, 11, 12, 30, 31, 32], "gdpo": [15, 16, 17, 36, 37, 38]}
+    warm_starts = {"dara_sym": [0, 0, 0, 1, 1, 1], "gdpo": [0, 0, 0, 1, 1, 1]}
+    claim = _faster(_records(steps, warm_starts=warm_starts))
+    durations = np.array(steps["dara_sym"] + steps["gdpo"], float)
+    expected = survdiff(durations, np.ones(12, int), np.repeat([1, 0], 6), strata=np.tile([0, 0, 0, 1, 1, 1], 2))
+    assert claim.p_raw == pytest.approx(expected[1])
+    assert claim.direction == 1 and claim.verdict == "supported" and "O-E +" in claim.ours
+    assert claim.per_warm_start == "ws0 -5, ws1 -6" and claim.warm_starts == 2
+    assert "2 warm starts shared" in claim.ours
+
+
+def test_a_warm_start_only_one_arm_has_is_left_out_and_named():
+    steps = {"dara_sym": [10, 11, 30, 31, 5], "gdpo": [14, 15, 36, 37]}
+    warm_starts = {"dara_sym": [0, 0, 1, 1, 2], "gdpo": [0, 0, 1, 1]}
+    claim = _faster(_records(steps, warm_starts=warm_starts))
+    assert claim.warm_starts == 2 and "ws2 with one arm only, left out of the test and the difference" in claim.ours
+    assert claim.per_warm_start == "ws0 -4, ws1 -6"
+    assert claim.median_difference == np.median([10, 11, 30, 31]) - np.median([14, 15, 36, 37])  # ws2's 5 left out
+    assert "n=5 vs 4" in claim.ours  # the Kaplan-Meier medians keep every run
+
+
+def test_holm_adjusts_the_family_and_decides_from_the_adjusted_p():
+    from statsmodels.stats.multitest import multipletests
+
+    def tested(p_value, direction=1):
+        return claims.Claim("c", "", "", "", claims.tested_verdict(p_value, direction), "t", p_raw=p_value,
+                            p_holm=p_value, direction=direction)
+
+    untested = claims.Claim("u", "", "", "", "inconclusive", "t")
+    family = [tested(0.01), tested(0.03), untested, tested(0.004, direction=-1), tested(0.5)]
+    assert [c.verdict for c in family[:2]] == ["supported", "supported"]  # each alone is significant
+    adjusted = claims.holm(family)
+    expected = multipletests([0.01, 0.03, 0.004, 0.5], method="holm")[1]
+    assert [c.p_holm for c in adjusted if np.isfinite(c.p_raw)] == pytest.approx(list(expected))
+    assert [c.p_raw for c in adjusted] == pytest.approx([0.01, 0.03, np.nan, 0.004, 0.5], nan_ok=True)
+    # 0.03 is significant raw, not after Holm (0.03 x 2 = 0.06); 0.01 x 3 = 0.03 stays; the slower one is refuted
+    assert [c.verdict for c in adjusted] == ["supported", "not significant", "inconclusive", "refuted",
+                                             "not significant"]
+    assert adjusted[2] == untested and claims.holm([untested]) == [untested]
+
+
+def test_the_claims_table_shows_raw_and_holm_p_side_by_side():
+    claim = claims.Claim("c", "paper", "ref.csv", "ours", "not significant", "t", p_raw=0.03, p_holm=0.06,
+                         direction=1, per_warm_start="ws0 -4, ws1 -6", warm_starts=2)
+    table = claims.claims_markdown([claim])
+    header = [cell.strip() for cell in table.splitlines()[0].strip("|").split("|")]
+    assert header == ["claim", "paper", "ours", "per warm start", "p (raw)", "p (Holm)", "verdict", "scale"]
+    row = [cell.strip() for cell in table.splitlines()[2].strip("|").split("|")]
+    assert row[3:7] == ["ws0 -4, ws1 -6", "0.03", "0.06", "not significant"]
+    frame = claims.claims_frame([claim])
+    assert {"p_raw", "p_holm", "ci_low", "ci_high", "bound", "per_warm_start", "warm_starts", "verdict"} <= set(frame)
+
+
+def test_sparse_upweighted_is_a_regime_check_read_from_each_runs_first_rollout_batch():
     # the tiny trainer logs the warm start's batch as step 0, verl as step 1: the first row either way
-    tiny = pd.DataFrame({"method": ["dara_sym"] * 2, "G": [8, 8], "seed": [0, 0], "step": [0, 1],
+    tiny = pd.DataFrame({"task": "toolcall", "method": ["dara_sym"] * 2, "G": [8, 8], "seed": [0, 0], "step": [0, 1],
                          "density/format": [0.1, 0.9], "density/correctness": [0.8, 0.9],
                          "weight/format": [2.8, 1.0]})
-    claim = claims.sparse_upweighted(tiny, "format", "correctness", ["dara_sym"], paper=NO_PAPER, scale="t", task="toolcall")
-    assert claim.verdict == "supported" and "first batch (step 0)" in claim.ours
+    check = claims.sparse_upweighted(tiny, "format", "correctness", ["dara_sym"], paper=NO_PAPER, task="toolcall")
+    assert check.holds is True and "First batch (step 0)" in check.observed and "**holds**" in check.line()
     verl = tiny.assign(step=[1, 2])
-    claim = claims.sparse_upweighted(verl, "format", "correctness", ["dara_sym"], paper=NO_PAPER, scale="t", task="toolcall")
-    assert claim.verdict == "supported" and "first batch (step 1)" in claim.ours
+    check = claims.sparse_upweighted(verl, "format", "correctness", ["dara_sym"], paper=NO_PAPER, task="toolcall")
+    assert check.holds is True and "First batch (step 1)" in check.observed
     later_sparse = tiny.assign(**{"density/format": [0.9, 0.1], "weight/format": [1.0, 2.8]})
-    claim = claims.sparse_upweighted(later_sparse, "format", "correctness", ["dara_sym"], paper=NO_PAPER, scale="t",
+    check = claims.sparse_upweighted(later_sparse, "format", "correctness", ["dara_sym"], paper=NO_PAPER,
                                      task="toolcall")
-    assert claim.verdict == "not supported"
+    assert check.holds is False and "**does not hold**" in check.line()
+    check = claims.sparse_upweighted(tiny.drop(columns="weight/format"), "format", "correctness", ["dara_sym"],
+                                     paper=NO_PAPER, task="toolcall")
+    assert check.holds is None
 
 
 def test_crossing_comparison_against_the_paper_medians():

@@ -7,6 +7,7 @@ so that each statistic has a known direction (DARA crosses first, one GDPO seed 
 from __future__ import annotations
 
 import json
+import runpy
 import zlib
 from pathlib import Path
 
@@ -98,3 +99,15 @@ def test_synthetic_tree_loads_with_identity_checks(tmp_path):
     evaluations = load_evaluations(sorted((tmp_path / "eval").glob("**/step*.json")))
     assert evaluations["step"].tolist() == [0, 10, 20]
     assert {"rewards/format", "metrics/bfcl_format"} <= set(evaluations.columns)
+
+
+def run_script(name: str, results: Path, *extra: str, metrics: bool = True, evals: bool = True) -> None:
+    """Run analysis/<name>.py on a results tree, with its runs' metrics and evaluations as the workflow passes them."""
+    repo = Path(__file__).resolve().parents[1]
+    argv = ["--scale", "tiny", "--config", str(repo / "analysis/config.yaml"),
+            "--reference-dir", str(repo / "analysis/reference"), "--out-dir", str(results)]
+    if metrics:
+        argv += ["--metrics", *map(str, sorted(results.glob("runs/**/metrics.parquet")))]
+    if evals:
+        argv += ["--evals", *map(str, sorted(results.glob("eval/**/step*.json")))]
+    runpy.run_path(str(repo / "analysis" / f"{name}.py"))["main"]([*argv, *extra])

@@ -26,10 +26,10 @@ def test_headline_block_uses_the_first_crossing_summary(tmp_path):
             "step": 1, "last_step": 30}])
     records.to_csv(tmp_path / "first_crossing.csv", index=False)
     pd.DataFrame([{"claim": "DARA-Sym reaches format 0.8 on toolcall (G=4) in fewer steps than GDPO", "ours": "x",
-                   "median_difference": -2.0, "ci_low": -3.0, "ci_high": -1.0, "logrank_p": 0.01,
+                   "median_difference": -2.0, "ci_low": -3.0, "ci_high": -1.0, "p_raw": 0.01, "p_holm": 0.03,
                    "verdict": "supported"},
                   {"claim": "something else", "ours": "y", "median_difference": np.nan, "ci_low": np.nan,
-                   "ci_high": np.nan, "logrank_p": np.nan, "verdict": "not testable"}]).to_csv(
+                   "ci_high": np.nan, "p_raw": np.nan, "p_holm": np.nan, "verdict": "not testable"}]).to_csv(
         tmp_path / "claims.csv", index=False)
     text = snapshot["headline_table"](tmp_path, config)
     expected = crossing_summary(records[records["threshold"] == 0.8], by=("method", "G")).set_index("method")
@@ -37,4 +37,4 @@ def test_headline_block_uses_the_first_crossing_summary(tmp_path):
     assert f"| GDPO | 4 | 5 | 4 | {gdpo['median']:g} ({gdpo['q25']:g}-{gdpo['q75']:g}) |" in text
     sym = expected.loc["dara_sym"]
     assert f"| DARA-Sym | 4 | 5 | 5 | {sym['median']:g} ({sym['q25']:g}-{sym['q75']:g}) |" in text
-    assert "-2 [-3, -1] | 0.01 | supported" in text and "something else" not in text
+    assert "-2 [-3, -1] | 0.01 | 0.03 | supported" in text and "something else" not in text

@@ -99,7 +99,8 @@ PaperReference(REFERENCE).crossing_medians("1.5B").rename("paper median step (in
 # %%
 claims = RESULTS / "tables" / "claims.csv"
 if claims.is_file():
-    display(pd.read_csv(claims)[["claim", "verdict", "median_difference", "ci_low", "ci_high", "logrank_p"]])
+    display(pd.read_csv(claims)[["claim", "verdict", "median_difference", "mean_difference", "ci_low", "ci_high",
+                                 "bound", "p_raw", "p_holm", "per_warm_start"]])
 report = RESULTS / "REPORT.md"
 if report.is_file():
     section = report.read_text().split("## Which claims our runs support")[-1].split("\n## ")[0]

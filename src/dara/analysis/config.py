@@ -28,7 +28,9 @@ def load_analysis_config(path, experiment) -> dict:
             raise ValueError(f"experiment {loaded['scale']!r}: analysis/{key} must be a mapping of keys of {key} "
                              f"in {path}, got {override!r}")
         resolved[key] = {**resolved[key], **override} if isinstance(resolved.get(key), dict) else override
-    _validate(resolved, schema, f"{path} with the analysis block of experiment {loaded['scale']!r}")
+    source = f"{path} with the analysis block of experiment {loaded['scale']!r}"
+    _validate(resolved, schema, source)
+    _check_beyond_the_schema(resolved, source)
     resolved["scale"] = loaded["scale"]
     resolved["paper_setting"] = is_paper_setting(loaded)
     return resolved
@@ -40,3 +42,17 @@ def _validate(config: dict, schema: dict, source: str) -> None:
     except jsonschema.ValidationError as error:
         location = "/".join(str(part) for part in error.absolute_path) or "(top level)"
         raise ValueError(f"{source}: {location}: {error.message}") from None
+
+
+def _check_beyond_the_schema(config: dict, source: str) -> None:
+    """Rules the schema cannot state: the stable-crossing claims' threshold is one fig5 computes records at, and a
+    metric's non-inferiority bounds are a floor below a ceiling."""
+    stable = config["stable_crossing"]
+    if not any(abs(stable["claim_threshold"] - threshold) < 1e-9 for threshold in stable["thresholds"]):
+        raise ValueError(f"{source}: stable_crossing: claim_threshold {stable['claim_threshold']} is not one of "
+                         f"thresholds {stable['thresholds']}")
+    for metric, settings in config["non_inferiority"].items():
+        low, high = settings.get("bounds", (0, 100))
+        if not low < high:
+            raise ValueError(f"{source}: non_inferiority/{metric}: bounds must be [floor, ceiling] with floor < "
+                             f"ceiling, got {settings['bounds']}")

@@ -5,8 +5,11 @@ whose slow seeds never cross is not flattered by reporting the median of the see
 The event is "the reward reached the threshold"; the survival function S(t) is the fraction of runs
 still below the threshold after step t.
 
-Hand-written on numpy/scipy (lifelines 0.30 requires pandas < 3, which this environment does not have);
-``tests/test_analysis_survival.py`` checks both against hand computations.
+Kaplan-Meier and the two-group log-rank test are hand-written on numpy/scipy (lifelines 0.30 requires pandas < 3,
+which this environment does not have); ``tests/test_analysis_survival.py`` checks both against hand computations.
+The claims' test is stratified by warm start (:func:`stratified_logrank_test`): its statistic and p-value are
+statsmodels' ``survdiff``; only the direction (observed minus expected crossings of one group, which ``survdiff``
+does not return) is summed here from the per-stratum two-group test.
 """
 
 from __future__ import annotations
@@ -111,3 +114,53 @@ def logrank_test(durations_a, observed_a, durations_b, observed_b) -> LogRank:
     from scipy import stats  # imported here: scipy.stats alone adds seconds to every figure script's start
     statistic = (observed_total - expected_total) ** 2 / variance
     return LogRank(float(statistic), float(stats.chi2.sf(statistic, df=1)), observed_total, expected_total, variance)
+
+
+@dataclass(frozen=True)
+class StratifiedLogRank:
+    """Log-rank test stratified by warm start. ``observed_minus_expected``: group A's crossings minus their
+    expectation under equal hazards, summed over strata (> 0: A crosses sooner than B); ``strata``: how many strata
+    hold both groups (a stratum with one group compares nothing and adds nothing). NaN statistic/p when no crossing
+    happened while both groups were at risk in one stratum (no variance: nothing to compare)."""
+
+    statistic: float
+    p_value: float
+    observed_minus_expected: float
+    variance: float
+    strata: int
+
+
+def stratified_logrank_test(durations, observed, in_a, strata) -> StratifiedLogRank:
+    """Two-group log-rank test within each stratum, summed: chi-square = (sum O_A - E_A)^2 / sum V with 1 degree of
+    freedom, from ``statsmodels.duration.survfunc.survdiff(..., strata=strata)`` (two-sided).
+
+    durations/observed: as :func:`kaplan_meier`, one entry per run; in_a: True for group A's runs; strata: each
+    run's stratum (its warm start). Comparing within strata keeps a difference between warm starts out of the
+    comparison of the groups, when both groups trained from the same warm starts.
+    """
+    durations_array, observed_array = _validated(durations, observed)
+    in_a_array, strata_array = np.asarray(in_a, dtype=bool), np.asarray(strata)
+    if in_a_array.shape != durations_array.shape or strata_array.shape != durations_array.shape:
+        raise ValueError(f"in_a and strata need one entry per run: shapes {in_a_array.shape} and "
+                         f"{strata_array.shape} for {durations_array.shape[0]} runs")
+    if in_a_array.all() or not in_a_array.any():
+        raise ValueError("both groups need runs: in_a is all True or all False")
+    observed_minus_expected = variance = 0.0
+    compared = 0
+    for stratum in np.unique(strata_array):
+        a = (strata_array == stratum) & in_a_array
+        b = (strata_array == stratum) & ~in_a_array
+        if not a.any() or not b.any():
+            continue
+        part = logrank_test(durations_array[a], observed_array[a], durations_array[b], observed_array[b])
+        observed_minus_expected += part.observed_a - part.expected_a
+        variance += part.variance
+        compared += 1
+    if variance <= 0:
+        return StratifiedLogRank(float("nan"), float("nan"), observed_minus_expected, variance, compared)
+    # imported here: statsmodels adds seconds to the start of every script that only draws a Kaplan-Meier curve
+    from statsmodels.duration.survfunc import survdiff
+
+    statistic, p_value = survdiff(durations_array, observed_array.astype(int), in_a_array.astype(int),
+                                  strata=strata_array)
+    return StratifiedLogRank(float(statistic), float(p_value), observed_minus_expected, variance, compared)

@@ -12,7 +12,7 @@ import pandas as pd
 
 from dara.analysis import claims as claim_checks
 from dara.analysis import palette
-from dara.analysis.paper_reference import PaperReference
+from dara.analysis.paper_reference import PaperReference, PaperStatement
 from dara.analysis.tables import main_group_size
 
 def paper_model_size(model: str) -> str:
@@ -63,19 +63,41 @@ def table_comparison(ours: pd.DataFrame, paper: pd.DataFrame, on=("method", "met
     return merged.sort_values(["_order", *on[1:]]).drop(columns="_order").reset_index(drop=True)
 
 
-def non_inferiority_margin(config: dict, metric: str) -> float:
-    """The margin of a "not lower" claim on ``metric``, in its own units (``non_inferiority_margins``)."""
-    margins = config.get("non_inferiority_margins", {})
-    if metric not in margins:
-        raise KeyError(f"analysis config: non_inferiority_margins has no margin for {metric!r}; it has {sorted(margins)}")
-    return float(margins[metric])
+def non_inferiority(config: dict, metric: str) -> dict:
+    """The margin (the metric's units), its reason and the metric's bounds of a "not lower" claim on ``metric``
+    (``non_inferiority`` in ``analysis/config.yaml``; bounds default to [0, 100], percent)."""
+    settings = config.get("non_inferiority", {})
+    if metric not in settings:
+        raise KeyError(f"analysis config: non_inferiority has no margin for {metric!r}; it has {sorted(settings)}")
+    entry = settings[metric]
+    return {"margin": float(entry["margin"]), "reason": entry["reason"],
+            "bounds": tuple(float(bound) for bound in entry.get("bounds", (0.0, 100.0)))}
 
 
-def headline_claims(crossings: pd.DataFrame, table1: pd.DataFrame | None, metrics: pd.DataFrame | None,
-                    stable: pd.DataFrame | None, table4a: pd.DataFrame | None, config: dict,
-                    reference: PaperReference) -> list:
-    """The paper's main claims checked on our results (see :mod:`dara.analysis.claims`); the paper's side of
-    each comes from ``reference`` (``analysis/reference/*.csv``)."""
+def _final_score_statement(reference: PaperReference, metric: str, methods: list[str]) -> PaperStatement:
+    """The paper's BFCL-v4 final scores of ``methods`` on ``metric``, or, for a metric its table does not report
+    (irrelevance accuracy: its categories leave irrelevance out), a statement that it does not."""
+    if metric in set(reference.table("bfcl_v4_final.csv")["metric"]):
+        return reference.final_score_statement(metric, methods)
+    return PaperStatement(f"not reported: the paper's BFCL-v4 table has no {metric} (a cost it does not measure)",
+                          "bfcl_v4_final.csv")
+
+
+def _not_lower(runs: pd.DataFrame, metric: str, method: str, baseline: str, config: dict, **options):
+    settings = non_inferiority(config, metric)
+    return claim_checks.not_lower(runs, metric, method, baseline, margin=settings["margin"], bounds=settings["bounds"],
+                                  scale=config["scale"], **options)
+
+
+def headline_claims(crossings: pd.DataFrame, table1_runs: pd.DataFrame | None, stable: pd.DataFrame | None,
+                    table4a_runs: pd.DataFrame | None, config: dict, reference: PaperReference) -> list:
+    """The paper's main claims checked on our results (see :mod:`dara.analysis.claims`), Holm-corrected as one
+    family; the paper's side of each comes from ``reference`` (``analysis/reference/*.csv``).
+
+    ``crossings``: first_crossing.csv; ``table1_runs``/``table4a_runs``: the per-run final scores (and step-0 base
+    rows) of table1_runs.csv and table4a_runs.csv; ``stable``: fig5.csv's stable-crossing records. Thresholds come
+    from the config, fixed before the runs: ``format_threshold`` and ``stable_crossing.claim_threshold``.
+    """
     scale = config["scale"]
     tool, math = config["tasks"]["tool"], config["tasks"]["math"]
     reward, threshold = config["format_reward"], config["format_threshold"]
@@ -86,7 +108,8 @@ def headline_claims(crossings: pd.DataFrame, table1: pd.DataFrame | None, metric
         group_size = main_group_size(tool_records)
         main = tool_records[tool_records["G"] == group_size]
         what = f"{reward} {threshold} on {tool} (G={group_size})"
-        for method, baseline in (("dara_asym", "gdpo"), ("dara_sym", "gdpo"), ("dara_asym", "grpo"), ("dara_sym", "grpo")):
+        for method, baseline in (("dara_asym", "gdpo"), ("dara_sym", "gdpo"), ("dara_asym", "grpo"),
+                                 ("dara_sym", "grpo")):
             found.append(claim_checks.faster_crossing(main, method, baseline, scale=scale, what=what,
                                                       paper=reference.crossing_statement([method, baseline])))
         for group_size_other, records in tool_records.groupby("G"):
@@ -99,47 +122,46 @@ def headline_claims(crossings: pd.DataFrame, table1: pd.DataFrame | None, metric
         statement = reference.crossing_statement(["dara_sym", "gdpo"])
         found.append(claim_checks.Claim(f"DARA reaches {reward} {threshold} in fewer steps than GDPO", statement.text,
                                         statement.reference, f"no {tool} runs", "not testable", scale))
-    if table1 is not None and not table1.empty:
-        primary = table1[table1["model"] == sorted(table1["model"].unique())[0]]  # the primary (first) model
-        # the final checkpoint of every run, with the step-0 policy's row ("base") beside it
-        final = primary[(primary["cohort"] == "all runs") | primary["cohort"].str.startswith("step 0")]
+    if table1_runs is not None and not table1_runs.empty:
+        primary = table1_runs
+        if "model" in table1_runs.columns:  # paper scale: one block per model; the claims read the primary (first)
+            primary = table1_runs[table1_runs["model"] == sorted(table1_runs["model"].unique())[0]]
         for metric, what, baseline in (("average_accuracy", "final held-out accuracy", "gdpo"),
                                        ("average_format", "final held-out format", "gdpo"),
-                                       ("average_format", "final held-out format", "grpo")):
-            found.append(claim_checks.not_lower(final, metric, "dara_sym", baseline, scale=scale, what=what,
-                                                margin=non_inferiority_margin(config, metric),
-                                                paper=reference.final_score_statement(metric, ["dara_sym", baseline])))
-    if metrics is not None:
-        tool_metrics = metrics[metrics["task"] == tool]
-        dense = "correctness"
-        found.append(claim_checks.sparse_upweighted(tool_metrics, reward, dense, ("dara_sym", "dara_asym"),
-                                                    paper=reference.figure_statement("fig1b"), scale=scale, task=tool))
+                                       ("average_format", "final held-out format", "grpo"),
+                                       ("irrelevance_accuracy", "final held-out irrelevance accuracy", "gdpo")):
+            found.append(_not_lower(primary, metric, "dara_sym", baseline, config, what=what,
+                                    paper=_final_score_statement(reference, metric, ["dara_sym", baseline])))
     if stable is not None and not stable.empty:
-        # the strictest threshold DARA or GDPO confirms at all (the paper's contrast grows with strictness);
-        # the strictest overall when none does, and then the claim says so
-        compared = stable[stable["method"].isin(["gdpo", "dara_asym", "dara_sym"])]
-        confirmed = compared.loc[compared["step"].notna(), "threshold"]
-        if len(confirmed):
-            strict, none_confirmed = float(confirmed.max()), ""
-        else:
-            strict, none_confirmed = float(stable["threshold"].max()), "; no GDPO or DARA seed confirms any threshold"
+        strict = float(config["stable_crossing"]["claim_threshold"])
         records = stable[np.isclose(stable["threshold"], strict)]
         window, future = stable_window(stable, config)
+        what = f"a stable {strict:g} length reward on {math} (window {window}, confirmed over {future} steps)"
         for method in ("dara_asym", "dara_sym"):
-            found.append(claim_checks.faster_crossing(
-                records, method, "gdpo", scale=scale,
-                what=(f"a stable {strict:g} length reward on {math} (window {window}, confirmed over {future} steps"
-                      f"{none_confirmed})"),
-                paper=reference.stable_crossing_statement([method, "gdpo"])))
-    if table4a is not None and not table4a.empty:
-        found.append(claim_checks.not_lower(table4a, "exceed", "dara_asym", "static_asym", scale=scale,
-                                            what="share of responses over budget", higher_is_better=False,
-                                            margin=non_inferiority_margin(config, "exceed"),
-                                            paper=reference.static_vs_dynamic_statement("exceed", ["dara_asym", "static_asym"])))
-        found.append(claim_checks.not_lower(table4a, "macro_pass1", "dara_asym", "static_asym", scale=scale,
-                                            what="held-out accuracy", margin=non_inferiority_margin(config, "macro_pass1"),
-                                            paper=reference.static_vs_dynamic_statement("accuracy", ["dara_asym", "static_asym"])))
-    return found
+            paper = reference.stable_crossing_statement([method, "gdpo"])
+            if records.empty:
+                found.append(claim_checks.Claim(
+                    f"{palette.label(method)} reaches {what} in fewer steps than GDPO", paper.text, paper.reference,
+                    f"no stable-crossing records at the claim's threshold {strict:g}", "not testable", scale))
+            else:
+                found.append(claim_checks.faster_crossing(records, method, "gdpo", scale=scale, what=what, paper=paper))
+    if table4a_runs is not None and not table4a_runs.empty:
+        found.append(_not_lower(table4a_runs, "exceed", "dara_asym", "static_asym", config,
+                                what="share of responses over budget", higher_is_better=False,
+                                paper=reference.static_vs_dynamic_statement("exceed", ["dara_asym", "static_asym"])))
+        found.append(_not_lower(table4a_runs, "macro_pass1", "dara_asym", "static_asym", config,
+                                what="held-out accuracy",
+                                paper=reference.static_vs_dynamic_statement("accuracy", ["dara_asym", "static_asym"])))
+    return claim_checks.holm(found)
+
+
+def regime_check(metrics: pd.DataFrame, config: dict, reference: PaperReference) -> claim_checks.RegimeCheck:
+    """The tool task's starting regime (its format reward sparse, DARA's weight on it above 1): a check of the
+    calibration REPORT.md states beside the claims, not one of them (:func:`dara.analysis.claims.sparse_upweighted`)."""
+    tool = config["tasks"]["tool"]
+    return claim_checks.sparse_upweighted(metrics[metrics["task"] == tool], config["format_reward"], "correctness",
+                                          ("dara_sym", "dara_asym"), paper=reference.figure_statement("fig1b"),
+                                          task=tool)
 
 
 def stable_window(stable: pd.DataFrame, config: dict) -> tuple[int, int]:
