@@ -13,7 +13,7 @@ PIP := $(VENV)/bin/python $(INSTALL)
 COMPILE = $(VENV)/bin/python -m compileall -qq -j 0 $(VENV)/lib || true
 CORES ?= all
 
-.PHONY: setup setup-test setup-bfcl reproduce calibrate verl-cpu snapshot smoke test test-cluster bench bench-trainer bench-verl-cpu verl-cpu-rerun notebooks clean-envs
+.PHONY: setup setup-test setup-bfcl reproduce replicate calibrate verl-cpu snapshot smoke test test-cluster bench bench-trainer bench-verl-cpu verl-cpu-rerun notebooks clean-envs
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -58,10 +58,18 @@ reproduce: setup
 	echo "$$(( $$(date +%s) - start )) seconds; started from an empty results/tiny: $$empty" \
 	  > results/tiny/reproduce_seconds.txt
 
+# An independent replicate of the study (experiments/tiny_replicate.yaml: every seed and warm start of tiny.yaml
+# shifted, results in results/tiny_replicate), then each claim's verdict in both side by side
+# (results/tiny/tables/replicates.{csv,md}): run after make reproduce. As long as make reproduce.
+replicate: setup
+	$(VENV)/bin/snakemake --cores $(CORES) --config scale=tiny_replicate
+	$(VENV)/bin/python analysis/replicates.py --study results/tiny --replicate results/tiny_replicate \
+	  --out results/tiny/tables
+
 # The calibration pilots behind experiments/tiny.yaml (docs/tiny_scale.md, "Calibration"); their tables land in
 # docs/calibration/.
 calibrate: $(VENV)/.cpu-stamp
-	PYTHON=$(VENV)/bin/python experiments/calibration/pilots.sh
+	pin=$$($(VENV)/bin/python -m dara.kernels env) && env $$pin PYTHON=$(VENV)/bin/python experiments/calibration/pilots.sh
 
 # The opt-in verl_cpu scale (verl's training loop on CPU beside the tiny trainer; needs verl: the test environment).
 # Its wall time is recorded like reproduce's.
@@ -115,19 +123,19 @@ bench: setup-test
 
 # The tiny trainer's step against revision bf5bb9d; needs results/tiny/policies/toolcall (or pass --policy).
 bench-trainer: $(VENV)/.cpu-stamp
-	$(VENV)/bin/python -m benchmarks.bench_trainer --out docs/results/bench_trainer.md
+	pin=$$($(VENV)/bin/python -m dara.kernels env) && env $$pin $(VENV)/bin/python -m benchmarks.bench_trainer --out docs/results/bench_trainer.md
 
 # verl's CPU step with the batched hf rollout against one request at a time (about 10 minutes on 2 cores); builds
 # the verl_cpu scale's tool-calling data (warm start and verl data) first.
 VERL_CPU_BENCH_DATA := results/verl_cpu/data/toolcall/train.parquet
 bench-verl-cpu: $(VENV)/.test-stamp
 	$(VENV)/bin/snakemake --cores 2 $(VERL_CPU_BENCH_DATA) --config scale=verl_cpu
-	$(VENV)/bin/python -m benchmarks.bench_verl_cpu --out docs/results/bench_verl_cpu.md
+	pin=$$($(VENV)/bin/python -m dara.kernels env) && env $$pin $(VENV)/bin/python -m benchmarks.bench_verl_cpu --out docs/results/bench_verl_cpu.md
 
 # Three of make verl-cpu's verl runs trained again and compared with the first time (about 6 minutes on 2 cores):
 # how far a verl CPU run repeats (docs/paper_scale.md).
 verl-cpu-rerun: $(VENV)/.test-stamp
-	$(VENV)/bin/python -m benchmarks.verl_cpu_rerun --out docs/results/verl_cpu_rerun.md
+	pin=$$($(VENV)/bin/python -m dara.kernels env) && env $$pin $(VENV)/bin/python -m benchmarks.verl_cpu_rerun --out docs/results/verl_cpu_rerun.md
 
 clean-envs:
 	rm -rf $(VENV) $(BFCL_VENV)
