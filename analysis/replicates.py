@@ -29,7 +29,7 @@ def main(argv=None):
     agree = int((comparison["verdict_study"] == comparison["verdict_replicate"]).sum())
     text = [f"# Claims in two independent replicates ({args.study.name} and {args.replicate.name})", "",
             f"{agree} of {len(comparison)} claims have the same verdict in both. Written by analysis/replicates.py "
-            "(dara.analysis.replicates: how the seeds needed are computed).", "", markdown(comparison), ""]
+            "(dara.analysis.replicates: how the warm starts needed are computed).", "", markdown(comparison), ""]
     write_text_atomic(args.out / "replicates.md", "\n".join(text))
     print("\n".join(text))
 

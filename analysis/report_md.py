@@ -57,7 +57,9 @@ def _verdict_rules(config: dict) -> str:
             '"Not lower" claims: a non-inferiority test of the mean difference against a margin stated with its '
             "reason (`analysis/config.yaml` `non_inferiority`, below): paired by warm start (t with W - 1 degrees of "
             "freedom) when both arms share two or more warm starts, Welch's t over runs with one; the interval shown "
-            "is the two-level bootstrap one, the bound the one-sided 95 % bound that decides. Every tested claim "
+            "is the two-level bootstrap one, the bound the one-sided 97.5 % bound that decides (the p is doubled: "
+            "each claim is a test at 5 % over its two directions, as the two-sided log-rank test is); arms, base and "
+            "the floor/ceiling rule are read on the warm starts both arms share. Every tested claim "
             f'enters one family, Holm-corrected: "supported" when the adjusted p is below {significance} and the '
             f'estimate points the claim\'s way, "refuted" when it is below {significance} and points the other way '
             '(for "not lower": significantly worse than the margin), "not significant" otherwise; when both arms '

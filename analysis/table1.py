@@ -64,7 +64,7 @@ def main(argv=None):
     missing = [column for column in PAPER_COLUMNS if column not in mapping]
     lines = [f"# Table 1 ({inputs.scale} scale): {task}, held-out accuracy and format (%), final checkpoint", ""]
     if not inputs.config["paper_setting"]:
-        lines += ["Tiny analogue of the paper's BFCL-v4 table: one model size (the task's warm-start policy). "
+        lines += ["Tiny analogue of the paper's BFCL-v4 table: one model size (the task's warm-start policies). "
                   f"Not measured at this scale: {', '.join(missing) or 'none'} (the tiny evaluation has no "
                   "Live / Non-Live / Multi-Turn split).", ""]
     summaries, per_run = [], []

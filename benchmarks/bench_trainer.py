@@ -1,6 +1,6 @@
 """Time the tiny trainer's step against the trainer at an older revision (default bf5bb9d, before the speed-ups).
 
-Run: ``make bench-trainer`` or ``python -m benchmarks.bench_trainer [--policy results/tiny/policies/toolcall]``.
+Run: ``make bench-trainer`` or ``python -m benchmarks.bench_trainer [--policy results/tiny/policies/toolcall/warm_start0]``.
 
 The old trainer is never kept in the repository: ``git archive <revision> src`` extracts it into a temporary folder
 and a subprocess imports ``dara`` from there; the new one runs in a subprocess importing this checkout's ``src``.
@@ -124,7 +124,7 @@ def run_side(src: Path, spec: dict) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--policy", default=str(ROOT / "results/tiny/policies/toolcall"),
+    parser.add_argument("--policy", default=str(ROOT / "results/tiny/policies/toolcall/warm_start0"),
                         help="warm-start checkpoint (python -m dara.tiny.warmstart --experiment tiny --task toolcall)")
     parser.add_argument("--experiment", default="tiny")
     parser.add_argument("--task", default="toolcall")

@@ -44,11 +44,12 @@ def _welch(a, b):
 def test_one_warm_start_uses_welchs_bound_and_supports_a_difference_well_within_the_margin():
     a, b = 50 + NOISE, 52 + NOISE  # 2 points lower, margin 5
     claim = _claim(_runs(a, b, base=[10.0] * 4))
-    lower = _welch(a, b).tconfint_diff(alpha=0.05, alternative="larger", usevar="unequal")[0]
+    # each bound one-sided at 97.5 % and the p doubled: both directions of a claim share 5 %, as a two-sided test's
+    lower = _welch(a, b).tconfint_diff(alpha=0.025, alternative="larger", usevar="unequal")[0]
     p_value = _welch(a, b).ttest_ind(alternative="larger", usevar="unequal", value=-5)[1]
     assert claim.verdict == "supported" and claim.direction == 1
     assert claim.bound == pytest.approx(lower) and claim.bound > -5
-    assert claim.p_raw == pytest.approx(p_value) and claim.p_raw < 0.05
+    assert claim.p_raw == pytest.approx(2 * p_value) and claim.p_raw < 0.05
     assert claim.mean_difference == pytest.approx(-2.0) and claim.ci_low <= -2.0 <= claim.ci_high
     assert claim.ours.startswith("mean 50.00 vs 52.00 (base 10.00; margin 5; n=4 vs 4; 1 warm start shared)")
     assert "Welch t over runs" in claim.ours and claim.warm_starts == 1 and claim.per_warm_start == "ws0 -2.00"
@@ -64,12 +65,13 @@ def test_a_mean_within_the_margin_is_not_enough_without_the_bound():
 def test_significantly_worse_than_the_margin_is_refuted():
     a, b = 40 + NOISE, 52 + NOISE
     claim = _claim(_runs(a, b))
-    upper = _welch(a, b).tconfint_diff(alpha=0.05, alternative="smaller", usevar="unequal")[1]
+    upper = _welch(a, b).tconfint_diff(alpha=0.025, alternative="smaller", usevar="unequal")[1]
     assert upper < -5 and claim.verdict == "refuted" and claim.direction == -1
-    assert f"one-sided 95 % bounds {claim.bound:+.2f} and {upper:+.2f} against -5" in claim.ours
-    # the p of the direction the estimate points: "difference < -5"
-    assert claim.p_raw == pytest.approx(_welch(a, b).ttest_ind(alternative="smaller", usevar="unequal", value=-5)[1])
-    assert "p(difference < -5)" in claim.ours
+    assert f"one-sided 97.5 % bounds {claim.bound:+.2f} and {upper:+.2f} against -5" in claim.ours
+    # twice the p of the direction the estimate points: "difference < -5"
+    one_sided = _welch(a, b).ttest_ind(alternative="smaller", usevar="unequal", value=-5)[1]
+    assert claim.p_raw == pytest.approx(2 * one_sided)
+    assert "p(difference < -5, doubled)" in claim.ours
 
 
 def test_paired_by_warm_start_bounds_the_per_warm_start_differences():
@@ -83,8 +85,8 @@ def test_paired_by_warm_start_bounds_the_per_warm_start_differences():
     b = np.repeat(level, 2) + np.tile([0.5, -0.5], 5)
     claim = _claim(_runs(a, b, warm_starts=warm_starts))
     differences = a.reshape(5, 2).mean(axis=1) - b.reshape(5, 2).mean(axis=1)
-    assert claim.bound == pytest.approx(DescrStatsW(differences).tconfint_mean(alpha=0.10)[0])
-    assert claim.p_raw == pytest.approx(stats.ttest_1samp(differences, -5, alternative="greater").pvalue)
+    assert claim.bound == pytest.approx(DescrStatsW(differences).tconfint_mean(alpha=0.05)[0])
+    assert claim.p_raw == pytest.approx(2 * stats.ttest_1samp(differences, -5, alternative="greater").pvalue)
     assert claim.verdict == "supported" and claim.warm_starts == 5 and "t with 4 df" in claim.ours
     assert claim.per_warm_start == "ws0 -1.00, ws1 -2.00, ws2 -1.50, ws3 -1.00, ws4 -2.00"
     # the same runs as one warm start: the spread between warm starts swamps the difference
@@ -107,6 +109,21 @@ def test_only_shared_warm_starts_are_compared():
     no_shared = _runs([50.0, 51.0], [50.0, 51.0])
     no_shared["warm_start"] = [0, 1, 2, 3]
     assert _claim(no_shared).verdict == "not testable"
+
+
+def test_the_base_and_the_floor_rule_read_the_warm_starts_both_arms_share():
+    # DARA-Sym has warm starts 0-4, GDPO 0-2: warm starts 3 and 4 (DARA-Sym near the floor there, their base high)
+    # enter neither the arms' means, nor the base, nor the floor rule; the base weights each warm start alike
+    arms = {"dara_sym": ([50.0, 51.0, 52.0, 1.0, 1.0] * 2, [0, 1, 2, 3, 4] * 2),
+            "gdpo": ([51.0, 52.0, 53.0] * 2, [0, 1, 2] * 2),
+            "base": ([10.0, 20.0, 30.0, 90.0, 90.0, 10.0], [0, 1, 2, 3, 4, 0])}
+    runs = pd.DataFrame([{"task": "t", "method": method, "G": 8, "seed": seed, "acc": value, "warm_start": warm_start}
+                         for method, (values, starts) in arms.items()
+                         for seed, (value, warm_start) in enumerate(zip(values, starts))])
+    claim = _claim(runs)
+    assert claim.warm_starts == 3 and "ws3, ws4 with one arm only" in claim.ours
+    assert claim.ours.startswith("mean 51.00 vs 52.00 (base 20.00; margin 5; n=6 vs 6;")
+    assert claim.mean_difference == pytest.approx(-1.0)
 
 
 @pytest.mark.parametrize("method, baseline, bound", [([3.0, 2.0], [1.0, 0.5], 0), ([0.0, 0.0], [0.0, 0.0], 0),
@@ -146,12 +163,12 @@ def test_both_arms_below_base_by_more_than_the_margin_is_not_informative_unless_
 def test_lower_is_better_mirrors_bound_margin_and_base():
     lower = dict(higher_is_better=False)
     supported = _claim(_runs(21.0 + NOISE, 20.0 + NOISE, base=[60.0] * 4), **lower)  # 1 point higher, margin 5
-    upper = _welch(21.0 + NOISE, 20.0 + NOISE).tconfint_diff(alpha=0.05, alternative="smaller", usevar="unequal")[1]
+    upper = _welch(21.0 + NOISE, 20.0 + NOISE).tconfint_diff(alpha=0.025, alternative="smaller", usevar="unequal")[1]
     assert supported.verdict == "supported" and supported.bound == pytest.approx(upper) and supported.bound < 5
-    assert "against +5" in supported.ours and "p(difference < +5)" in supported.ours
+    assert "against +5" in supported.ours and "p(difference < +5, doubled)" in supported.ours
     assert "is not higher than" in supported.claim
     refuted = _claim(_runs(32.0 + NOISE, 20.0 + NOISE, base=[60.0] * 4), **lower)
-    assert refuted.verdict == "refuted" and "p(difference > +5)" in refuted.ours
+    assert refuted.verdict == "refuted" and "p(difference > +5, doubled)" in refuted.ours
     assert _claim(_runs(10.0 + NOISE, 30.0 + NOISE, base=[60.0] * 4), **lower).verdict == "supported"
     worse = _claim(_runs(80.0 + NOISE, 81.0 + NOISE, base=[60.0] * 4), **lower)
     assert worse.verdict == "not informative" and "above base: only worse is tested" in worse.ours
@@ -226,7 +243,7 @@ NO_CROSSINGS = pd.DataFrame(columns=["task", "method", "G", "seed", "reward", "t
 
 def _table1_runs():
     rows = []
-    values = {"dara_sym": (41.0, 60.0, 70.0), "gdpo": (44.0, 62.0, 72.0), "grpo": (40.0, 70.0, 70.0)}
+    values = {"dara_sym": (41.5, 60.0, 70.0), "gdpo": (44.0, 62.0, 72.0), "grpo": (40.0, 70.0, 70.0)}
     for method, (accuracy, format_, irrelevance) in values.items():
         for seed, noise in enumerate(NOISE):
             rows.append({"model": "tiny", "task": "toolcall", "method": method, "G": 4, "seed": seed, "step": 30,
@@ -248,8 +265,8 @@ def test_headline_claims_test_the_per_run_tables_with_the_config_margins():
                                  for seed in range(3)])
     found = {c.claim: c for c in headline_claims(NO_CROSSINGS, _table1_runs(), None, table4a_runs, config, reference)}
     accuracy = found["DARA-Sym's final held-out accuracy is not lower than GDPO's"]
-    assert accuracy.ours.startswith("mean 41.00 vs 44.00 (base 2.00; margin 5;")
-    # 3 points lower, bound -4.77 > -5: significant alone (raw p 0.035), not after Holm over the family
+    assert accuracy.ours.startswith("mean 41.50 vs 44.00 (base 2.00; margin 5;")
+    # 2.5 points lower, the 97.5 % bound above -5: significant alone, not after Holm over the family
     assert accuracy.bound > -5 and accuracy.p_raw < 0.05 < accuracy.p_holm and accuracy.verdict == "not significant"
     # both far below the base's 90 and 2 points apart
     assert found["DARA-Sym's final held-out format is not lower than GDPO's"].verdict == "not informative"

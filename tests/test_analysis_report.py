@@ -92,6 +92,13 @@ def test_a_warm_start_only_one_arm_has_is_left_out_and_named():
     assert "n=5 vs 4" in claim.ours  # the Kaplan-Meier medians keep every run
 
 
+def test_arms_that_share_no_warm_start_are_not_testable():
+    records = _records({"dara_sym": [3, 4], "gdpo": [10, 12]}, warm_starts={"dara_sym": [0, 0], "gdpo": [1, 1]})
+    claim = _faster(records)
+    assert claim.verdict == "not testable" and "no warm start both arms trained from" in claim.ours
+    assert np.isnan(claim.p_raw)
+
+
 def test_holm_adjusts_the_family_and_decides_from_the_adjusted_p():
     from statsmodels.stats.multitest import multipletests
 

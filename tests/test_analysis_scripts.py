@@ -249,6 +249,15 @@ def test_regime_numbers_on_constructed_runs():
     assert heldout["shuffled"]["final_median"] == pytest.approx(19.0)
     assert heldout["shuffled"]["median_minus_base"] == pytest.approx(-1.0)
     assert heldout["gdpo"]["median_minus_base"] == pytest.approx(30.0)
+    # warm starts with different bases: each run's gain is against its own warm start's base, and the base shown
+    # weights each warm start alike (three runs on warm start 0 at 20 %, one on warm start 1 at 60 %)
+    spread = pd.DataFrame([
+        {"task": "toolcall", "method": "gdpo", "G": 4, "seed": seed, "warm_start": warm_start, "step": step,
+         "metrics/acc": value}
+        for seed, warm_start, base, final in ((0, 0, 0.2, 0.3), (1, 0, 0.2, 0.3), (2, 0, 0.2, 0.3), (3, 1, 0.6, 0.7))
+        for step, value in ((0, base), (30, final))])
+    (gdpo,) = regime["heldout_rows"]("toolcall", "metrics/acc", spread)
+    assert gdpo["base"] == pytest.approx(40.0) and gdpo["median_minus_base"] == pytest.approx(10.0)
 
 
 def test_regime_control_rows_compare_first_and_last_training_rewards():

@@ -40,8 +40,8 @@ ALLOWED = {
     "dara.verl_plugin": {"dara", "dara.advantages", "dara.diagnose", "dara.methods", "dara.rewards", "dara.tasks"},
     "dara.verl_backend": {"dara.advantages", "dara.experiments", "dara.io", "dara.methods", "dara.provenance", "dara.runs",
                           "dara.tasks", "dara.verl_plugin"},
-    "dara.evaluation": {"dara.experiments", "dara.io", "dara.provenance", "dara.rewards", "dara.runs", "dara.tasks",
-                        "dara.tiny"},
+    "dara.evaluation": {"dara.experiments", "dara.io", "dara.kernels", "dara.provenance", "dara.rewards", "dara.runs",
+                        "dara.tasks", "dara.tiny"},
     "dara.analysis": {"dara.advantages", "dara.experiments", "dara.io", "dara.methods", "dara.runs"},
 }
 

@@ -152,6 +152,8 @@ def test_evaluate_run_writes_one_file_per_checkpoint(tmp_path, task_name):
     records = [json.loads(p.read_text()) for p in written]
     assert [r["step"] for r in records] == [0, 1, 2]
     assert set(records[0]["code_revision"]) == {"revision", "dirty"}
+    # where it was sampled: the CPU and the kernel dispatch (dara.kernels.machine_record)
+    assert set(records[0]["machine"]) == {"dispatch", "cpu"} and "aten_cpu_capability" in records[0]["machine"]["dispatch"]
     # identical checkpoints and a fixed evaluation seed give identical results
     assert records[0]["metrics"] == records[2]["metrics"] and records[0]["rewards"] == records[1]["rewards"]
     metrics = records[0]["metrics"]

@@ -5,9 +5,10 @@ import dataclasses
 import json
 
 import pytest
+import yaml
 
-from dara.experiments import ExperimentError, default_settings, load_experiment, validate_experiment, \
-    warm_start_settings
+from dara.experiments import EXPERIMENTS_DIR, ExperimentError, default_settings, load_experiment, \
+    validate_experiment, warm_start_settings
 from dara.runs import Run, find_run, policy_dir, run_matrix
 from dara.tiny.trainer import TrainSettings, resolved_config
 
@@ -167,8 +168,6 @@ def test_warm_start_settings_merge_task_overrides(tiny):
 
 
 def test_defaults_come_from_the_schema_and_fill_what_a_file_leaves_out(tmp_path):
-    import yaml
-
     minimal = {"scale": "mini", "settings": {"steps": 3},
                "tasks": {"toolcall": {"settings": {"static_weights": [5.0, 1.0]}}},
                "targets": {"t": {"task": "toolcall", "methods": ["dara_sym", "static_sym"], "group_sizes": [4],
@@ -196,9 +195,7 @@ def test_the_dara_algorithm_constants_match_the_schema_defaults():
 
 
 def test_scale_names_are_read_from_DARA_EXPERIMENTS_DIR_when_set(tmp_path, monkeypatch):
-    import yaml
-
-    from dara.experiments import EXPERIMENTS_DIR, experiments_dir
+    from dara.experiments import experiments_dir
 
     smoke = yaml.safe_load((EXPERIMENTS_DIR / "smoke.yaml").read_text())
     (tmp_path / "smoke.yaml").write_text(yaml.safe_dump({**smoke, "settings": {**smoke["settings"], "steps": 7}}))
@@ -358,3 +355,46 @@ def test_a_run_two_targets_give_different_warm_starts_is_refused(tiny):
     experiment["targets"]["toolcall_baselines"]["warm_starts"] = [7]
     with pytest.raises(ExperimentError, match="warm starts 0 and 7"):
         run_matrix(experiment)
+
+
+def test_a_replicate_file_draws_every_run_and_warm_start_again(tmp_path):
+    """experiments/tiny_replicate.yaml is tiny.yaml with every seed and warm start shifted by 100: the same runs and
+    pairing (each seed keeps its place in its warm-start round), none of the study's policies or draws."""
+    study, replicate = run_matrix(load_experiment("tiny")), run_matrix(load_experiment("tiny_replicate"))
+    assert len(replicate) == len(study) and {run.scale for run in replicate} == {"tiny_replicate"}
+    shifted = {(run.task, run.method, run.group_size, run.seed - 100, run.warm_start - 100) for run in replicate}
+    assert shifted == {(run.task, run.method, run.group_size, run.seed, run.warm_start) for run in study}
+    assert all(run.policy_dir.startswith("results/tiny_replicate/policies/") for run in replicate if run.policy_dir)
+
+    def stub(**changes):
+        path = tmp_path / "stub.yaml"
+        fields = {"scale": "mine", "replicate_of": "tiny", "replicate": 1, **changes}
+        path.write_text(yaml.safe_dump({k: v for k, v in fields.items() if v is not None}))
+        (tmp_path / "tiny.yaml").write_text((EXPERIMENTS_DIR / "tiny.yaml").read_text())
+        return path
+
+    with pytest.raises(ExperimentError, match="names only"):
+        load_experiment(stub(settings={"steps": 3}))
+    with pytest.raises(ExperimentError, match="replicate must be an integer >= 1"):
+        load_experiment(stub(replicate=0))
+    with pytest.raises(ExperimentError, match="a scale name of its own"):
+        load_experiment(stub(scale="tiny"))
+    study_text = (EXPERIMENTS_DIR / "tiny.yaml").read_text().replace("warm_starts: [0, 1, 2, 3, 4]   #",
+                                                                     "warm_starts: [0, 1, 2]   #")
+    path = stub()
+    (tmp_path / "tiny.yaml").write_text(study_text)
+    with pytest.raises(ExperimentError, match="lengths \\[3, 5\\]"):
+        load_experiment(path)
+
+
+def test_a_verl_target_names_no_warm_starts_and_verl_runs_twins_start_from_warm_start_0():
+    experiment = copy.deepcopy(yaml.safe_load((EXPERIMENTS_DIR / "verl_cpu.yaml").read_text()))
+    verl_target = next(name for name, target in experiment["targets"].items()
+                       if target.get("backend", experiment["backend"]) == "verl")
+    experiment["targets"][verl_target]["warm_starts"] = [0, 1]
+    with pytest.raises(ExperimentError, match=f"targets/{verl_target}/warm_starts: a verl target"):
+        validate_experiment(copy.deepcopy(experiment))
+    del experiment["targets"][verl_target]["warm_starts"]
+    experiment["tasks"][next(iter(experiment["tasks"]))]["warm_starts"] = [0, 1]
+    with pytest.raises(ExperimentError, match="start from warm start 0"):
+        validate_experiment(experiment)

@@ -88,13 +88,13 @@ def test_main_refuses_arms_from_different_warm_starts(tmp_path):
     for arm, weights in (("responses", b"one"), ("groups", b"two")):
         run = _run(tmp_path, arm, 10)
         _metrics(lambda s: 1 / 3).to_parquet(run / "metrics.parquet")  # a length mean with more than 4 decimals
-        policy = tmp_path / arm / "tiny" / "policies" / "math_length"
+        policy = tmp_path / arm / "tiny" / "policies" / "math_length" / "warm_start0"
         policy.mkdir(parents=True)
         (policy / "model.safetensors").write_bytes(weights)
     with pytest.raises(ValueError, match="different warm starts"):
         ab.main([str(tmp_path), str(tmp_path / "out")])
     assert not (tmp_path / "out").exists()
-    (tmp_path / "groups" / "tiny" / "policies" / "math_length" / "model.safetensors").write_bytes(b"one")
+    (tmp_path / "groups" / "tiny" / "policies" / "math_length" / "warm_start0" / "model.safetensors").write_bytes(b"one")
     ab.main([str(tmp_path), str(tmp_path / "out")])
     assert "Verdict: not distinguishable" in (tmp_path / "out" / "summary.md").read_text()
     runs_csv = (tmp_path / "out" / "runs.csv").read_text()

@@ -506,14 +506,14 @@ def test_compare_backends_lines_up_runs_by_path(tmp_path):
         compare_backends({"tiny": tiny}, reward="format", threshold=0.8)
 
 
-@pytest.mark.parametrize("document, heading", [("docs/trl.md", "# Use DARA in TRL"), ("README.md", "## Use DARA in TRL")])
+@pytest.mark.parametrize("document, heading", [("docs/trl.md", "# Use DARA in TRL")])
 def test_the_docs_example_runs_as_written(policy, tmp_path, monkeypatch, document, heading):
     text = (ROOT / document).read_text()
     text = text[text.index(heading):]
     example = re.search(r"```python\n(.*?)```", text, re.S).group(1)
     assert len(example.strip().splitlines()) <= 12
-    (tmp_path / "results" / "tiny" / "policies").mkdir(parents=True)
-    (tmp_path / "results" / "tiny" / "policies" / "toolcall").symlink_to(policy)
+    (tmp_path / "results" / "tiny" / "policies" / "toolcall").mkdir(parents=True)
+    (tmp_path / "results" / "tiny" / "policies" / "toolcall" / "warm_start0").symlink_to(policy)
     monkeypatch.chdir(tmp_path)
     namespace = {}
     exec(compile(example, document, "exec"), namespace)

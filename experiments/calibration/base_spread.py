@@ -1,11 +1,11 @@
-"""How precisely one evaluation measures the base: a task's warm-start policy (every run's step 0) evaluated with
+"""How precisely one evaluation measures the base: one of a task's warm-start policies (its runs' step 0) evaluated with
 one sample per held-out item under several sampling seeds, and with `warm_start_samples` per item under the
 experiment's seed, as the pipeline evaluates it (`dara.evaluation.tiny`, BFCL for the tool tasks).
 
     python experiments/calibration/base_spread.py --experiment tiny --task toolcall --seeds 16 \\
         --out docs/calibration/base-spread-toolcall
 
-Needs the task's warm start (`snakemake results/tiny/policies/toolcall/warmstart.json`). Writes `base_spread.csv`
+Needs that warm start (`--warm-start K`, default 0: `snakemake results/tiny/policies/toolcall/warm_start0/warmstart.json`). Writes `base_spread.csv`
 (one row per evaluation: seed, samples per item, the metric) and `command.txt` into ``--out``.
 """
 
@@ -33,6 +33,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--experiment", default="tiny")
     parser.add_argument("--task", required=True, help="a task of the experiment")
+    parser.add_argument("--warm-start", type=int, default=0, metavar="K", help="which of the task's warm starts")
     parser.add_argument("--seeds", type=int, default=16, help="sampling seeds of the one-sample evaluations")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
@@ -43,7 +44,7 @@ def main(argv=None) -> None:
         raise SystemExit(f"analysis/config.yaml names no held-out correctness metric for task {args.task!r}")
     metric = correctness[args.task].removeprefix("metrics/")
     evaluation = dict(experiment["evaluation"])
-    warm_start = WarmStart.of(experiment, args.task)
+    warm_start = WarmStart.of(experiment, args.task, warm_start=args.warm_start)
     policy = Path(warm_start.policy)
     if not (policy / "config.json").is_file():
         raise SystemExit(f"no warm start under {policy}: run `snakemake {policy}/warmstart.json` first")

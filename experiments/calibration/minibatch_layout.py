@@ -89,7 +89,7 @@ def collect(root: Path) -> pd.DataFrame:
 
 
 def warm_start_digest(root: Path, arm: str) -> str:
-    paths = list((root / arm).glob("*/policies/math_length/model.safetensors"))
+    paths = list((root / arm).glob("*/policies/math_length/warm_start*/model.safetensors"))
     if len(paths) != 1:
         raise FileNotFoundError(f"expected one math_length warm start under {root / arm}, found {len(paths)}")
     return hashlib.sha256(paths[0].read_bytes()).hexdigest()

@@ -18,7 +18,7 @@ pilot() {  # name, then the pilot's arguments
   cp "$OUT/$name/pilot.csv" "$OUT/$name/command.txt" "docs/calibration/$name/"
 }
 share_warm_start() {  # reuse the first pilot's warm start (same task options and warm-start settings)
-  # a pilot's folder is a results tree (dara.runs' layout): its warm starts lie in <pilot>/<scale>/policies/<task>,
+  # a pilot's folder is a results tree (dara.runs' layout): its warm starts lie in <pilot>/<scale>/policies/<task>/warm_start0,
   # and these pilots are the tiny scale's (dara.pilot's default --experiment)
   mkdir -p "$OUT/$2/tiny"; cp -r "$OUT/$1/tiny/policies" "$OUT/$2/tiny/"; cp "$OUT/$1/warm_settings.json" "$OUT/$2/"
 }

@@ -134,7 +134,17 @@ def validate_experiment(experiment: dict[str, Any], source: str = "experiment") 
         if backend != "verl" and experiment.get("backend") == "verl" and "warm_start" not in experiment:
             raise ExperimentError(f"{source}: targets/{name}/backend: {backend} trains from the tiny warm start, "
                                   f"but this verl experiment has no warm_start block")
+    for name, target in experiment["targets"].items():
+        if target.get("backend", experiment.get("backend", "tiny")) == "verl" and "warm_starts" in target:
+            raise ExperimentError(f"{source}: targets/{name}/warm_starts: a verl target starts from its model (or, on "
+                                  "CPU, from warm start 0's verl data), not from the tiny warm starts")
     if experiment.get("backend") == "verl":
+        # verl's data and policy on CPU come from warm start 0 (rule prepare_tiny_verl_data): its tiny twins too
+        for where, block in [*((f"tasks/{t}", b) for t, b in experiment["tasks"].items()),
+                             *((f"targets/{t}", b) for t, b in experiment["targets"].items())]:
+            if block.get("warm_starts", [0]) != [0]:
+                raise ExperimentError(f"{source}: {where}/warm_starts: the runs of a verl experiment start from warm "
+                                      "start 0 (verl's data is prepared from it), so its tiny twins must too")
         _validate_paper(experiment, source)
     return experiment
 
@@ -231,6 +241,12 @@ def replicate_experiment(stub: dict[str, Any], path: Path) -> dict[str, Any]:
         raise ExperimentError(f"{path}: replicate_of must name a study's own experiment file, not {base_path}")
     validate_experiment(experiment, str(base_path))
     shift = number * REPLICATE_OFFSET
+    lists = [block["warm_starts"] for part in ("tasks", "targets") for block in experiment[part].values()
+             if "warm_starts" in block]
+    if any(shift % len(warm_starts) for warm_starts in lists):
+        # seed s + shift must take the place of seed s in its warm-start round, or the arms' pairing changes
+        raise ExperimentError(f"{path}: a shift of {shift} keeps each seed's place in the round of warm starts only "
+                              f"when every warm_starts list's length divides it; lengths {sorted(map(len, lists))}")
     experiment = copy.deepcopy(experiment)
     experiment["scale"] = stub["scale"]
     experiment["description"] = stub.get("description", f"replicate {number} of {stub['replicate_of']}")

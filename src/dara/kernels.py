@@ -1,4 +1,5 @@
-"""The CPU kernel dispatch every job runs under: one pin, so that a tiny run writes the same bytes on any x86-64 CPU.
+"""The CPU kernel dispatch every job runs under: one pin, so that a tiny run writes the same bytes on every CPU that
+runs it pinned (shown for AMD CPUs with AVX2 and with AVX-512; an Intel CPU is not yet confirmed: below).
 
 PyTorch's CPU build picks its float kernels from the CPU it runs on, in two libraries the tiny policy goes through
 (its fp32 linear layers, attention, softmax, norms and optimiser: MKL's SGEMM and ATen's vectorised kernels; oneDNN

@@ -6,7 +6,7 @@ numbers that decide a setting (docs/tiny_scale.md, "Calibration").
 
 Settings resolve as for the target's runs (`dara.experiments.run_settings`); ``--set KEY=VALUE`` overrides a run
 setting and ``--option KEY=VALUE`` a task option (both parsed as YAML scalars), ``--group-size`` the target's G. The
-``--out`` folder is a results tree of its own, in `dara.runs`' layout (``<out>/<scale>/policies/<task>``,
+``--out`` folder is a results tree of its own, in `dara.runs`' layout (``<out>/<scale>/policies/<task>/warm_start0``,
 ``<out>/<scale>/runs/...``, ``<out>/<scale>/eval/...``). The warm start is made once per ``--out`` folder (and reused
 while the task options are unchanged). For every run the pilot prints and writes ``<out>/pilot.csv``:
 

@@ -28,7 +28,7 @@ KILLED_RULE = "train_toolcall_grpo_G4"
 KILLED_STATE = "results/smoke/runs/toolcall/grpo/G4/seed0/state.pt"
 TIMING_COLUMNS = {"seconds"}
 # what a held-out evaluation records besides its numbers: where and by which code it ran
-EVALUATION_BOOKKEEPING = {"code_revision", "checkpoint", "copied_from"}
+EVALUATION_BOOKKEEPING = {"code_revision", "machine", "checkpoint", "copied_from"}
 
 
 def copy_checkout(dest: Path) -> Path:

@@ -6,7 +6,7 @@ import os
 import sys
 
 from dara.experiments import load_experiment, warm_start_settings
-from dara.kernels import PIN, shell_exports  # every job's CPU kernels pinned: the same bytes on any x86-64 CPU
+from dara.kernels import PIN, shell_exports  # every job's CPU kernels pinned (docs/tiny_scale.md, "Machine dependence")
 from dara.runs import evaluation_jobs, folder_patterns, most_common_group_size, run_matrix, training_jobs
 
 # Shell commands say `python`: make that the interpreter running Snakemake (e.g. .venv/bin/snakemake without an

@@ -51,11 +51,12 @@ def on_cpu(job):
 
 
 def training_inputs(job):
-    """What a job starts from: the warm-start policy (CPU backends) or the prepared datasets (verl; on CPU they
-    come with the verl-ready tiny policy, rule prepare_tiny_verl_data)."""
+    """What a job starts from: the warm-start policies of its seeds (CPU backends) or the prepared datasets (verl; on
+    CPU they come with the verl-ready tiny policy, rule prepare_tiny_verl_data)."""
     run = job.runs[0]
     if run.backend != "verl":
-        return [f"{run.policy_dir}/warmstart.json"]
+        # every warm start the job's seeds train from (a job's seeds spread over its task's warm starts)
+        return sorted({f"{seed_run.policy_dir}/warmstart.json" for seed_run in job.runs})
     return [f"{run.settings['data_dir']}/{run.settings['dataset']}/{split}.parquet" for split in ("train", "test")]
 
 
@@ -98,7 +99,8 @@ for _job in training_jobs(RUNS):
             # each run resolved, settings included (dara.runs.Run.to_json): the job reads no experiment file, and
             # a changed setting changes this text, which reruns the job
             runs=[run.to_json() for run in _job.runs],
-            kernels=KERNEL_PIN,
+            # the CPU kernel pin decides a CPU job's numbers (a GPU job's arithmetic runs on the GPU: no rerun)
+            kernels=KERNEL_PIN if _job.backend != "verl" or on_cpu(_job) else "",
             **TRAIN_COMMANDS["verl_cpu" if on_cpu(_job) else _job.backend],
         shell:
             "{params.prefix} python -m {params.module} --run {params.runs:q} > {log} 2>&1"

@@ -31,12 +31,13 @@ Non-inferiority claims (:func:`not_lower`, "not lower"/"not higher"), on per-run
 metric (``non_inferiority`` in ``analysis/config.yaml``, each with its reason). With d = method minus baseline
 (mirrored when lower is better): with two or more shared warm starts, each arm is averaged within each warm start
 and d per warm start is bounded by a t interval with W - 1 degrees of freedom (paired by warm start); with one, by
-Welch's t over runs. Supported needs the one-sided 95 % lower bound of d above -margin, refuted the one-sided 95 %
-upper bound below -margin. The p of the direction the estimate points enters the family: the one-sided p against
--margin of "d > -margin" when the mean difference is at or above -margin, of "d < -margin" when below (or when
-both arms end more than the margin below the base, where only that direction is informative). The two
-one-sided p-values sum to 1, so at most one can be small, and each verdict is a one-sided test at 5 % (before the
-correction), the same as its 95 % one-sided bound.
+Welch's t over runs. Both arms, the base and the floor/ceiling rule are read on the warm starts both arms share,
+each warm start weighted alike (the population the test compares). Supported needs the lower bound of d above
+-margin, refuted the upper bound below -margin, each bound one-sided at 97.5 % (the ends of the two-sided 95 %
+interval). Every claim of the family is so a test at 5 % over its two directions, as the two-sided log-rank test of
+a crossing claim is: the p that enters the family is twice the one-sided p against -margin of the direction the
+estimate points ("d > -margin" when the mean difference is at or above -margin, "d < -margin" when below, or when
+both arms end more than the margin below the base, where only that direction is informative), at most 1.
 
 Holm (:func:`holm`): every claim with a p-value (crossing and non-inferiority claims, not the untested verdicts)
 is one family; each claim carries its raw and its Holm-adjusted p (``statsmodels.stats.multitest.multipletests``),
@@ -69,14 +70,14 @@ from dara.analysis.tables import final_checkpoint, survival_durations
 
 Verdict = Literal["supported", "refuted", "not significant", "inconclusive", "not informative", "not testable"]
 SIGNIFICANCE = 0.05  # Holm-adjusted p below which a tested claim is supported or refuted
-CONFIDENCE = 0.95  # of the one-sided bounds and the bootstrap intervals
+CONFIDENCE = 0.95  # of the bootstrap intervals, and two-sided of the non-inferiority bounds (each end one-sided 97.5 %)
 
 
 @dataclass(frozen=True)
 class Claim:
     """One claim of the paper against our runs. ``paper``/``reference``: the paper's numbers and the reference rows
     they come from. Crossing claims fill ``median_difference`` (steps, ours minus the baseline), non-inferiority
-    claims ``mean_difference`` (the metric's units) and ``bound`` (the one-sided 95 % bound that decides "supported":
+    claims ``mean_difference`` (the metric's units) and ``bound`` (the one-sided 97.5 % bound that decides "supported":
     the lower bound of the difference when higher is better, the upper one when lower is better); ``ci_low``/
     ``ci_high``: the two-level bootstrap 95 % interval of that difference. ``p_raw``/``p_holm``: the claim's p-value
     and its Holm-adjusted value (NaN when no test decides the verdict); ``direction``: +1 when the estimate points
@@ -195,6 +196,9 @@ def faster_crossing(records: pd.DataFrame, method: str, baseline: str, *, paper:
             f"(n={len(ours_rows)} vs {len(base_rows)}; crossed {int(ours_rows['observed'].sum())}/{len(ours_rows)} "
             f"vs {int(base_rows['observed'].sum())}/{len(base_rows)}; {_warm_start_text(len(shared))} shared"
             f"{_left_out_text(only_one, 'the test and the difference')}")
+    if not len(shared):
+        return Claim(claim, paper.text, paper.reference, f"{text}): no warm start both arms trained from",
+                     "not testable", scale)
     if not ours_rows["observed"].any() and not base_rows["observed"].any():
         return Claim(claim, paper.text, paper.reference, f"{text}): neither arm crossed", "inconclusive", scale,
                      warm_starts=len(shared))
@@ -220,8 +224,9 @@ def faster_crossing(records: pd.DataFrame, method: str, baseline: str, *, paper:
 
 @dataclass(frozen=True)
 class NonInferiorityTest:
-    """A one-sided test of d = method - baseline (higher better) against -margin. ``lower``/``upper``: the one-sided
-    95 % bounds of d; ``p_within``/``p_beyond``: one-sided p of "d > -margin" and of "d < -margin"."""
+    """A test of d = method - baseline (higher better) against -margin. ``lower``/``upper``: the one-sided 97.5 %
+    bounds of d (the two-sided 95 % interval); ``p_within``/``p_beyond``: one-sided p of "d > -margin" and of
+    "d < -margin"."""
 
     estimate: float
     lower: float
@@ -250,13 +255,13 @@ def non_inferiority_test(a, b, warm_starts_a, warm_starts_b, margin: float) -> N
         if len(labels) >= 2:
             per_warm_start = (a.groupby(np.asarray(warm_starts_a)).mean() - b.groupby(np.asarray(warm_starts_b)).mean())
             stats = DescrStatsW(per_warm_start.to_numpy())
-            lower, upper = stats.tconfint_mean(alpha=2 * (1 - CONFIDENCE))  # a two-sided 90 % = two one-sided 95 %
+            lower, upper = stats.tconfint_mean(alpha=1 - CONFIDENCE)  # a two-sided 95 % = two one-sided 97.5 %
             p_within = stats.ttest_mean(value=-margin, alternative="larger")[1]
             p_beyond = stats.ttest_mean(value=-margin, alternative="smaller")[1]
             return NonInferiorityTest(float(stats.mean), float(lower), float(upper), float(p_within), float(p_beyond),
                                       f"paired by warm start, t with {len(labels) - 1} df")
         compared = CompareMeans(DescrStatsW(a.to_numpy()), DescrStatsW(b.to_numpy()))
-        alpha = 1 - CONFIDENCE
+        alpha = (1 - CONFIDENCE) / 2  # each bound one-sided at 97.5 %
         lower = compared.tconfint_diff(alpha=alpha, alternative="larger", usevar="unequal")[0]
         upper = compared.tconfint_diff(alpha=alpha, alternative="smaller", usevar="unequal")[1]
         p_within = compared.ttest_ind(alternative="larger", usevar="unequal", value=-margin)[1]
@@ -296,12 +301,20 @@ def not_lower(runs: pd.DataFrame, metric: str, method: str, baseline: str, *, ma
     if missing:
         return Claim(claim, paper.text, paper.reference, f"no {metric} for {', '.join(missing)}", "not testable", scale)
     a, b = _arm_values(runs, method, metric), _arm_values(runs, baseline, metric)
-    base_rows = runs.loc[runs["method"] == base_method, metric].dropna()
-    base = float(base_rows.mean()) if len(base_rows) else np.nan
-    mean_a, mean_b = float(a["value"].mean()), float(b["value"].mean())
     sign = 1.0 if higher_is_better else -1.0
     shared = np.intersect1d(a["warm_start"], b["warm_start"])
     only_one = np.setxor1d(a["warm_start"], b["warm_start"])
+    if not len(shared):
+        return Claim(claim, paper.text, paper.reference, f"no warm start both {method} and {baseline} trained from",
+                     "not testable", scale)
+    # the arms, the base and the floor/ceiling rule on the warm starts the test compares, each weighted alike
+    a, b = a[a["warm_start"].isin(shared)], b[b["warm_start"].isin(shared)]
+    base_runs = runs[runs["method"] == base_method]
+    base_values = pd.DataFrame({"value": base_runs[metric].astype(float).to_numpy(),
+                                "warm_start": warm_starts(base_runs)}).dropna()
+    base_values = base_values[base_values["warm_start"].isin(shared)]
+    base = float(base_values.groupby("warm_start")["value"].mean().mean()) if len(base_values) else np.nan
+    mean_a, mean_b = (float(arm.groupby("warm_start")["value"].mean().mean()) for arm in (a, b))
     text = (f"mean {mean_a:.2f} vs {mean_b:.2f} (base {_value_text(base)}; margin {margin:g}; n={len(a)} vs {len(b)}; "
             f"{_warm_start_text(len(shared))} shared")
     near = next((bound for bound in bounds if abs(mean_a - bound) <= margin and abs(mean_b - bound) <= margin), None)
@@ -309,10 +322,6 @@ def not_lower(runs: pd.DataFrame, metric: str, method: str, baseline: str, *, ma
         return Claim(claim, paper.text, paper.reference, f"{text}): both within the margin of the metric's bound "
                      f"{near:g}", "not informative", scale, warm_starts=len(shared))
     worse_only = np.isfinite(base) and all(sign * (base - mean) > margin for mean in (mean_a, mean_b))
-    if not len(shared):
-        return Claim(claim, paper.text, paper.reference, f"{text}): no warm start both arms trained from",
-                     "not testable", scale)
-    a, b = a[a["warm_start"].isin(shared)], b[b["warm_start"].isin(shared)]
     if len(shared) == 1 and min(len(a), len(b)) < 2:
         return Claim(claim, paper.text, paper.reference, f"{text}): one warm start and a single run of an arm: "
                      "no spread to bound the difference", "not testable", scale, warm_starts=1)
@@ -322,17 +331,17 @@ def not_lower(runs: pd.DataFrame, metric: str, method: str, baseline: str, *, ma
                                                 statistic="mean")
     # below the base only "worse than the margin" is informative (module docstring)
     direction = -1 if worse_only or test.estimate < -margin else 1
-    p_raw = test.p_within if direction > 0 else test.p_beyond
+    p_raw = min(1.0, 2 * (test.p_within if direction > 0 else test.p_beyond))  # both directions at 5 % (docstring)
     fallback: Verdict = "not informative" if worse_only else "not significant"
-    # the one-sided bounds of method - baseline in the metric's own direction: "supported" needs the first beyond
+    # the one-sided 97.5 % bounds of method - baseline in the metric's own direction: "supported" needs the first beyond
     # -margin (+margin when lower is better), "refuted" the second short of it
     bound, other_bound = sign * test.lower, sign * test.upper
     hypothesis = (f"{'>' if direction > 0 else '<'} -{margin:g}" if higher_is_better else
                   f"{'<' if direction > 0 else '>'} +{margin:g}")
     text += (f"{_left_out_text(only_one, 'the test and the difference')}): difference "
-             f"{effect.text('points', '+.2f')}, two-level bootstrap; one-sided 95 % bounds {bound:+.2f} and "
+             f"{effect.text('points', '+.2f')}, two-level bootstrap; one-sided 97.5 % bounds {bound:+.2f} and "
              f"{other_bound:+.2f} against {-sign * margin:+g} ({test.how}); "
-             f"p(difference {hypothesis})={_p_text(p_raw)}")
+             f"p(difference {hypothesis}, doubled)={_p_text(p_raw)}")
     if worse_only:
         text += f"; both more than the margin {'below' if higher_is_better else 'above'} base: only worse is tested"
     return Claim(claim, paper.text, paper.reference, text, tested_verdict(p_raw, direction, fallback), scale,

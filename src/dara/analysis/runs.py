@@ -101,7 +101,7 @@ def load_evaluations(paths: Iterable) -> pd.DataFrame:
             raise ValueError(f"{path}: warm_start must be an integer >= 0, got {warm_start!r}")
         row[WARM_START] = warm_start
         row.update(_flatten_numbers({k: v for k, v in record.items()
-                                     if k not in _IDENTITY_FIELDS and k != WARM_START}))
+                                     if k not in _IDENTITY_FIELDS and k not in _PROVENANCE_FIELDS}))
         rows.append(row)
     if not rows:
         raise ValueError("no evaluation files given")
@@ -109,6 +109,8 @@ def load_evaluations(paths: Iterable) -> pd.DataFrame:
     return frame[[*RUN_KEYS, WARM_START, *(c for c in frame.columns if c not in (*RUN_KEYS, WARM_START))]]
 
 
+# Fields of an evaluation JSON that say where and how it was made, not what it measured: never a metric column.
+_PROVENANCE_FIELDS = {WARM_START, "machine", "code_revision", "sampling"}
 # Fields an evaluation JSON may repeat from its path; they must agree with it.
 _IDENTITY_FIELDS = {"task": "task", "method": "method", "group_size": "G", "G": "G", "seed": "seed", "step": "step"}
 

@@ -47,6 +47,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from dara.io import write_json_atomic
+from dara.kernels import machine_record
 from dara.provenance import git_revision
 from dara.runs import Run, WarmStart
 
@@ -234,6 +235,7 @@ def _generate_run(run: Run | WarmStart, steps: Sequence[int], case_prefix: str, 
     tool_task = run.task in ("toolcall", "toolcall3")
     written, pending, bfcl_cases = [], {}, []
     revision = git_revision()  # the sampler and scorers are code: a result says which code made it
+    machine = machine_record()  # and the CPU and kernel dispatch sampled it (a pinned job checks its pin here)
     coordinates = {"task": run.task, "method": run.method, "group_size": run.group_size, "seed": run.seed,
                    "warm_start": run.warm_start}
     for step in steps:
@@ -267,7 +269,7 @@ def _generate_run(run: Run | WarmStart, steps: Sequence[int], case_prefix: str, 
         pending[step] = (target, {
             **coordinates, "step": step, "checkpoint": str(checkpoint), "checkpoint_sha256": digest,
             "evaluation_key": key, "heldout_items": len(items), "samples_per_item": per_item,
-            "code_revision": revision, "sampling": sampling,
+            "code_revision": revision, "machine": machine, "sampling": sampling,
             "rewards": {name: float(rewards[:, k].mean()) for k, name in enumerate(task.reward_names)},
             "metrics": task_metrics(task, repeated, texts, lengths, run.max_new_tokens),
         })  # fmt: skip

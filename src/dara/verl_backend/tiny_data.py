@@ -2,7 +2,7 @@
 ``score()``, and the tiny warm-started policy made loadable by verl.
 
     python -m dara.verl_backend.tiny_data --experiment tiny --task toolcall \\
-        --policy results/tiny/policies/toolcall --out results/verl_cpu/data/toolcall
+        --policy results/tiny/policies/toolcall/warm_start0 --out results/verl_cpu/data/toolcall
 
 writes ``train.parquet`` (``--train-items`` prompts), ``test.parquet`` (held-out prompts) and ``policy/`` (the
 policy's ``save_pretrained`` folder plus a chat template). Every row carries the task item (JSON) as its ground
