@@ -79,9 +79,13 @@ verl-cpu: setup-test
 	echo "$$(( $$(date +%s) - start )) seconds; started from an empty results/verl_cpu: $$empty" \
 	  > results/verl_cpu/run_seconds.txt
 
-# docs/results/ and the README's generated blocks from results/tiny (after make reproduce), and from
-# results/verl_cpu when make verl-cpu has run.
+# docs/results/ and the generated blocks of README.md and docs/ from results/tiny (after make reproduce), and from
+# results/verl_cpu when make verl-cpu has run. The finished tiny draw joins the ledger of reproductions first
+# (docs/results/ledger.csv: refused when partial, dirty or mixed; a draw already recorded is left as it is), and the
+# ledger's views are redrawn.
 snapshot: setup
+	$(VENV)/bin/python analysis/ledger.py append --results results/tiny --skip-recorded
+	$(VENV)/bin/python analysis/ledger.py views
 	$(VENV)/bin/python analysis/snapshot.py
 
 smoke: setup-test  # its trl target needs TRL (envs/trl.txt, installed with the test environment)
@@ -121,7 +125,7 @@ notebooks: $(VENV)/.notebooks-stamp
 bench: setup-test
 	$(VENV)/bin/python -m benchmarks.bench_advantages --out docs/results/bench_advantages.md
 
-# The tiny trainer's step against revision bf5bb9d; needs results/tiny/policies/toolcall (or pass --policy).
+# The tiny trainer's step against revision bf5bb9d; needs results/tiny/policies/toolcall/warm_start0 (or pass --policy).
 bench-trainer: $(VENV)/.cpu-stamp
 	pin=$$($(VENV)/bin/python -m dara.kernels env) && env $$pin $(VENV)/bin/python -m benchmarks.bench_trainer --out docs/results/bench_trainer.md
 

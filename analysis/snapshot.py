@@ -1,8 +1,8 @@
-"""Snapshot of a finished tiny run into docs/results/, and the README's generated blocks from it.
+"""Snapshot of a finished tiny run into docs/results/, and the generated blocks of the README and docs/ from it.
 
-    python analysis/snapshot.py            # after `make reproduce`: results/tiny -> docs/results/, README blocks
+    python analysis/snapshot.py            # after `make reproduce`: results/tiny -> docs/results/, every page's blocks
                                            # (and results/verl_cpu -> docs/results/verl_cpu_*, after make verl-cpu)
-    python analysis/snapshot.py --check    # the README's blocks equal the snapshot (tests/test_readme_numbers.py)
+    python analysis/snapshot.py --check    # every page's blocks equal the snapshot (tests/test_readme_numbers.py)
 
 README and docs quote no result by hand: they show blocks between ``<!-- snapshot:NAME -->`` and
 ``<!-- /snapshot:NAME -->`` that this script copies from ``docs/results/NAME.md``, and point at
@@ -252,7 +252,7 @@ def take_snapshot(results: Path, out: Path) -> None:
         copy(results / "tables" / "replicates.md", out / "replicates.md")
     for name in FIGURES:
         copy(results / "figures" / f"{name}.png", out / f"{name}.png")
-    # `dara diagnose` on the headline's GRPO run (the README's "Is my multi-reward run imbalanced?")
+    # `dara diagnose` on the headline's GRPO run (docs/diagnose.md)
     copy(results / "diagnostics" / "toolcall" / "diagnostics.png", out / "diagnostics_toolcall.png")
     copy(results / "diagnostics" / "toolcall" / "report.md", out / "diagnostics_toolcall.md")
     # the opt-in `trl` target's comparison, when it ran (`snakemake --cores 2 trl`); an older one is kept otherwise
@@ -261,6 +261,9 @@ def take_snapshot(results: Path, out: Path) -> None:
         copy(results / "tables" / "backends.md", out / "backends.md")
         copy(results / "figures" / "backends.png", out / "backends.png")
         backend_revisions = other_backend_revisions(results)
+    elif (out / "backends.md").is_file():  # kept from an earlier snapshot: say so, since its runs are not these
+        backend_revisions = ("# backends.md and backends.png: kept from an earlier snapshot (not retrained on these "
+                             "runs; `git log docs/results/backends.md` finds it)\n")
     revisions = run_revisions(results / "runs")
     if len(revisions) != 1:
         raise SystemExit(f"the runs under {results} come from {len(revisions)} code revisions; rerun them together")
@@ -279,7 +282,7 @@ def fill_blocks(text: str, snapshot: Path) -> str:
     def body(match: re.Match) -> str:
         source = snapshot / f"{match['name']}.md"
         if not source.is_file():
-            raise SystemExit(f"README block {match['name']!r} has no {source}")
+            raise SystemExit(f"block {match['name']!r} has no {source}")
         text = source.read_text()
         if text.startswith("# "):  # a file's own title would be a second page title inside the README
             text = text.split("\n", 1)[1].lstrip("\n")
@@ -288,18 +291,26 @@ def fill_blocks(text: str, snapshot: Path) -> str:
     return BLOCK.sub(body, text)
 
 
+def documents(readme: Path, docs: Path) -> list[Path]:
+    """The README and every page under ``docs`` (markdown, the snapshot's own folder left out) that shows a block."""
+    pages = sorted(path for path in docs.glob("*.md") if BLOCK.search(path.read_text())) if docs.is_dir() else []
+    return [readme, *pages]
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, default=ROOT / "results" / "tiny")
     parser.add_argument("--verl-cpu-results", type=Path, default=ROOT / "results" / "verl_cpu")
     parser.add_argument("--snapshot", type=Path, default=ROOT / "docs" / "results")
     parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
-    parser.add_argument("--check", action="store_true", help="only check that the README's blocks are current")
+    parser.add_argument("--docs", type=Path, default=ROOT / "docs", help="pages whose blocks are filled too")
+    parser.add_argument("--check", action="store_true", help="only check that the pages' blocks are current")
     args = parser.parse_args(argv)
-    readme = args.readme.read_text()
+    pages = documents(args.readme, args.docs)
     if args.check:
-        if fill_blocks(readme, args.snapshot) != readme:
-            sys.exit(f"{args.readme}: generated blocks differ from {args.snapshot}; run python analysis/snapshot.py")
+        stale = [str(page) for page in pages if fill_blocks(page.read_text(), args.snapshot) != page.read_text()]
+        if stale:
+            sys.exit(f"{', '.join(stale)}: generated blocks differ from {args.snapshot}; run python analysis/snapshot.py")
         return
     tiny_done = (args.results / "REPORT.md").is_file()
     verl_cpu_done = (args.verl_cpu_results / "run_seconds.txt").is_file()
@@ -312,8 +323,8 @@ def main(argv=None) -> None:
         print(f"no {args.results}/REPORT.md: the tiny scale's snapshot is left as it is", file=sys.stderr)
     if verl_cpu_done:
         take_verl_cpu_snapshot(args.verl_cpu_results, args.snapshot)
-    write_text_atomic(args.readme, fill_blocks(readme, args.snapshot))
-
+    for page in pages:
+        write_text_atomic(page, fill_blocks(page.read_text(), args.snapshot))
 
 if __name__ == "__main__":
     main()

@@ -122,7 +122,8 @@ def test_a_snapshot_takes_only_the_scales_that_finished(tmp_path):
     verl_cpu = tmp_path / "verl_cpu"
     verl_cpu.mkdir()
     (verl_cpu / "run_seconds.txt").write_text("60 seconds; started from an empty results/verl_cpu: yes\n")
-    arguments = ["--results", str(tmp_path / "tiny"), "--snapshot", str(snapshot), "--readme", str(readme)]
+    arguments = ["--results", str(tmp_path / "tiny"), "--snapshot", str(snapshot), "--readme", str(readme),
+                 "--docs", str(tmp_path / "docs")]
     snapshot_module.main([*arguments, "--verl-cpu-results", str(verl_cpu)])
     assert taken == [verl_cpu] and (snapshot / "headline.md").read_text() == "the tiny scale's, kept\n"
     with pytest.raises(SystemExit, match="nothing to snapshot"):
