@@ -81,11 +81,8 @@ verl-cpu: setup-test
 
 # docs/results/ and the generated blocks of README.md and docs/ from results/tiny (after make reproduce), and from
 # results/verl_cpu when make verl-cpu has run. The finished tiny draw joins the ledger of reproductions first
-# (docs/results/ledger.csv: refused when partial, dirty or mixed; a draw already recorded is left as it is), and the
-# ledger's views are redrawn.
+# (docs/results/ledger.csv: refused when partial, dirty or mixed; a draw already recorded is left as it is).
 snapshot: setup
-	$(VENV)/bin/python analysis/ledger.py append --results results/tiny --skip-recorded
-	$(VENV)/bin/python analysis/ledger.py views
 	$(VENV)/bin/python analysis/snapshot.py
 
 smoke: setup-test  # its trl target needs TRL (envs/trl.txt, installed with the test environment)

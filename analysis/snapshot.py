@@ -17,6 +17,7 @@ import argparse
 import json
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -232,10 +233,24 @@ def machine_table(results: Path) -> str:
             f"{dispatch['onednn']} |\n| runs and warm starts recorded | {len(records)} |\n")
 
 
+def record_in_ledger(results: Path, out: Path) -> None:
+    """The finished draw joins the ledger of reproductions (``<out>/ledger.csv``; analysis/ledger.py refuses a
+    partial, dirty or mixed draw, and leaves one already recorded as it is), and the ledger's views are redrawn."""
+    ledger = out / "ledger.csv"
+    for command in (["append", "--results", str(results), "--skip-recorded", "--ledger", str(ledger)],
+                    ["views", "--ledger", str(ledger), "--out", str(out)]):
+        done = subprocess.run([sys.executable, str(ROOT / "analysis" / "ledger.py"), *command], text=True,
+                              capture_output=True)
+        if done.returncode != 0:
+            raise SystemExit(f"analysis/ledger.py {command[0]}: {done.stderr.strip() or done.stdout.strip()}")
+        print(done.stdout.strip())
+
+
 def take_snapshot(results: Path, out: Path) -> None:
     from dara.provenance import revision_text
 
     analysis_revision = revision_text()  # before this function edits tracked files (docs/results/)
+    record_in_ledger(results, out)
     copy(results / "REPORT.md", out / "REPORT.md")
     copy(results / "tables" / "first_crossing.md", out / "first_crossing.md")
     from dara.analysis.config import load_analysis_config
