@@ -116,7 +116,8 @@ def main(argv=None):
                    "paper's statistic: median of crossed seeds\n(x: never crossed, dropped by it)", legend=False)
     plot_effects(effect_ax, table)
     figures.finish(effect_ax, f"median step minus {palette.label(BASELINE)}'s (negative: faster)", "",
-                   f"effect vs {palette.label(BASELINE)}: 95 % bootstrap CI,\nlog-rank p at right", legend=False)
+                   f"effect vs {palette.label(BASELINE)}: two-level bootstrap 95 % CI,\n"
+                   "stratified log-rank p (raw) at right", legend=False)
     figures.method_legend(figure, methods, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(methods))
     figure.suptitle(f"{task} (G={group_size}): steps until {reward} first reaches {threshold}"
                     f"{figures.scale_note(inputs.config)}")
