@@ -234,11 +234,21 @@ def test_the_script_appends_a_finished_draw_and_exits_naming_a_refusal(tmp_path)
 # the backfilled draws
 
 
+RECORDED_DRAWS = ["6cea2fa-avx2", "25ec3c9-avx512", "4eb8cf2-avx512", "89eea1b-avx2"]
+
+
+def _recorded(table):
+    """The committed ledger's draws recorded before it existed (later draws are appended after them)."""
+    return table[table["draw_id"].isin(RECORDED_DRAWS)].reset_index(drop=True)
+
+
 def test_the_backfilled_ledger_holds_the_four_recorded_draws_with_their_tables_claims_in_date_order():
-    table = ledger.read_ledger(LEDGER)
+    everything = ledger.read_ledger(LEDGER)
+    assert ledger.draw_order(everything)[:4] == RECORDED_DRAWS  # the recorded draws first, appended ones after
+    table = _recorded(everything)
     script = load_script("analysis/ledger.py")
     draws = ledger.draw_order(table)
-    assert draws == ["6cea2fa-avx2", "25ec3c9-avx512", "4eb8cf2-avx512", "89eea1b-avx2"]
+    assert draws == RECORDED_DRAWS
     assert table.groupby("draw_id", sort=False)["date"].first().is_monotonic_increasing
     for draw, recorded in zip(draws, script.RECORDED):
         claims = ledger.read_markdown_table(script.recorded_file(f"{recorded.folder}/claims.md"))
@@ -256,7 +266,11 @@ def test_backfill_is_repeatable_and_keeps_appended_draws(tmp_path):
     script = load_script("analysis/ledger.py")
     path = tmp_path / "ledger.csv"
     script.backfill(path)
-    assert path.read_bytes() == LEDGER.read_bytes()  # the committed file is what backfill writes
+    # from nothing, backfill writes the committed file's recorded draws
+    assert ledger.read_ledger(path).equals(_recorded(ledger.read_ledger(LEDGER)))
+    path.write_bytes(LEDGER.read_bytes())
+    script.backfill(path)
+    assert path.read_bytes() == LEDGER.read_bytes()  # and on the committed file, it changes nothing
     ledger.append(path, ledger.draw_rows(finished_tree(tmp_path), date="2026-12-06"))
     with_new = path.read_bytes()
     script.backfill(path)
@@ -333,7 +347,7 @@ def test_claim_keys_match_thresholds_and_remarks_and_nothing_else():
 
 
 def test_the_views_of_the_backfilled_ledger(tmp_path):
-    table = ledger.read_ledger(LEDGER)
+    table = _recorded(ledger.read_ledger(LEDGER))
     view = _view(table)
     assert len(view) == 14  # the stable-length claims at 0.9, 0.95 and 0.99 are one row each
     assert view.loc["DARA-Sym's final held-out accuracy is not lower than GDPO's", "draws agreeing"] == "2/4"
@@ -377,3 +391,13 @@ def test_the_old_ours_texts_parse(text, kind, expected):
     found = ledger.parse_ours(text, kind)
     keys = ("effect", "ci_low", "ci_high", "p_raw", "seeds_method", "seeds_baseline")
     assert tuple(_nan_or(found[key]) for key in keys) == expected
+
+
+def test_the_snapshots_draw_is_the_ledgers_last():
+    """make snapshot appends the draw it copies: the committed ledger ends with the snapshot's training revision."""
+    revision = ledger.training_revision_from_record((ROOT / "docs" / "results" / "REVISION").read_text())
+    table = ledger.read_ledger(LEDGER)
+    last = table[table["draw_id"] == ledger.draw_order(table)[-1]]
+    assert set(last["training_revision"]) == {revision} and set(last["claim_rules"]) == {"v2"}
+    claims = ledger.read_markdown_table((ROOT / "docs" / "results" / "claims.md").read_text())
+    assert last["claim"].tolist() == claims["claim"].tolist() and last["verdict"].tolist() == claims["verdict"].tolist()
