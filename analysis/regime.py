@@ -18,6 +18,7 @@ import pandas as pd
 
 from dara.advantages import energy_shares
 from dara.analysis import palette
+from dara.analysis.claims import warm_starts
 from dara.analysis.cli import parse_inputs
 from dara.analysis.runs import WARM_START
 from dara.analysis.tables import main_group_size
@@ -79,8 +80,7 @@ def heldout_rows(task: str, metric: str, evaluations: pd.DataFrame) -> list[dict
     first = runs[runs["step"] == 0]
     # each run against its own step 0 (its warm start's evaluation); the base shown weights each warm start alike
     own_base = first.set_index(["method", "seed"])[column].astype(float)
-    starts = first[WARM_START] if WARM_START in first.columns else pd.Series(0, index=first.index)
-    base = 100 * float(first[column].astype(float).groupby(starts.to_numpy()).mean().mean())
+    base = 100 * float(first[column].astype(float).groupby(warm_starts(first)).mean().mean())
     rows = []
     skipped = "metrics/skipped_step" if "metrics/skipped_step" in runs.columns else None
     for method in palette.ordered(last["method"].unique()):

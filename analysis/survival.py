@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from dara.analysis import figures, palette
+from dara.analysis.claims import warm_starts
 from dara.analysis.cli import parse_inputs
 from dara.analysis.effect_size import bootstrap_median_difference, crossing_steps
 from dara.analysis.figures import save_figure
@@ -29,8 +30,7 @@ def survival_table(durations: pd.DataFrame, baseline: str = BASELINE) -> pd.Data
     ``baseline`` the median difference in steps with its two-level bootstrap 95 % interval (warm starts, then seeds)
     and the log-rank test stratified by warm start, over the warm starts both arms trained from."""
     rows = []
-    if WARM_START not in durations.columns:  # records from before several warm starts: one warm start
-        durations = durations.assign(**{WARM_START: 0})
+    durations = durations.assign(**{WARM_START: warm_starts(durations)})  # 0 for records without one
     base = durations[durations["method"] == baseline]
     for method in palette.ordered(durations["method"].unique()):
         runs = durations[durations["method"] == method]

@@ -391,12 +391,18 @@ def _translated_for_verl(shared: dict[str, Any], paper: dict[str, Any], where: s
     return out
 
 
+def checked_warm_start(value: Any, where: str = "") -> int:
+    """A warm start's number (an integer >= 0, bools refused), or an error naming ``where`` it was read."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ExperimentError(f"{where}warm_start must be an integer >= 0, got {value!r}")
+    return value
+
+
 def warm_start_settings(experiment: dict[str, Any], task: str, warm_start: int = 0) -> dict[str, Any]:
     """Keyword arguments of ``dara.tiny.warmstart.warm_start`` for warm start number ``warm_start`` of ``task``
     (global block, then the task's). Warm start k is drawn with seed ``warm_start.seed + k``: its own corpus,
     tokenizer, initial weights and supervised batches, independent of the task's other warm starts."""
-    if isinstance(warm_start, bool) or not isinstance(warm_start, int) or warm_start < 0:
-        raise ExperimentError(f"a warm start is numbered by an integer >= 0, got {warm_start!r}")
+    checked_warm_start(warm_start)
     if task not in experiment["tasks"]:
         raise ExperimentError(f"task {task!r} is not defined in experiment {experiment['scale']!r}")
     if "warm_start" not in experiment:

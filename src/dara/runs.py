@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dara.experiments import (ExperimentError, load_experiment, run_settings, target_backend, verl_run_settings,
-                              warm_start_settings)
+from dara.experiments import (ExperimentError, checked_warm_start, load_experiment, run_settings, target_backend,
+                              verl_run_settings, warm_start_settings)
 
 RESULTS = "results"
 # The two folder patterns of a run; `Run` fills them in, `folder_patterns` gives them with Snakemake wildcards.
@@ -203,9 +203,7 @@ def most_common_group_size(group_sizes: Iterable[int]) -> int:
 
 def policy_dir(scale: str, task: str, results: str = RESULTS, warm_start: int = 0) -> str:
     """Warm-start policy number ``warm_start`` of a task (tokenizer + model, save_pretrained) and its warmstart.json."""
-    if isinstance(warm_start, bool) or not isinstance(warm_start, int) or warm_start < 0:
-        raise ValueError(f"a warm start is numbered by an integer >= 0, got {warm_start!r}")
-    return f"{results}/{scale}/policies/{task}/warm_start{warm_start}"
+    return f"{results}/{scale}/policies/{task}/warm_start{checked_warm_start(warm_start)}"
 
 
 def warm_start_index(warm_starts: list[int], seed: int) -> int:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from dara.experiments import checked_warm_start
 from dara.runs import run_tail
 
 RUN_KEYS = ("task", "method", "G", "seed")
@@ -38,10 +39,7 @@ def run_warm_start(run_dir) -> int:
     if not path.is_file():
         return 0
     config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    value = config.get(WARM_START, 0)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{path}: warm_start must be an integer >= 0, got {value!r}")
-    return value
+    return checked_warm_start(config.get(WARM_START, 0), f"{path}: ")
 
 _STEP_PATTERN = re.compile(r"step(?P<step>\d+)\.json$")
 
@@ -96,10 +94,7 @@ def load_evaluations(paths: Iterable) -> pd.DataFrame:
             raise ValueError(f"{path} does not hold a JSON object")
         row = {**run_keys(path.parent), "step": int(match["step"])}
         _check_identity(path, record, row)
-        warm_start = record.get(WARM_START, 0)
-        if isinstance(warm_start, bool) or not isinstance(warm_start, int) or warm_start < 0:
-            raise ValueError(f"{path}: warm_start must be an integer >= 0, got {warm_start!r}")
-        row[WARM_START] = warm_start
+        row[WARM_START] = checked_warm_start(record.get(WARM_START, 0), f"{path}: ")
         row.update(_flatten_numbers({k: v for k, v in record.items()
                                      if k not in _IDENTITY_FIELDS and k not in _PROVENANCE_FIELDS}))
         rows.append(row)
