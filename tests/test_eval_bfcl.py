@@ -154,13 +154,19 @@ def test_aggregation_refuses_missing_categories_and_bad_records():
 
 
 def _run_bfcl(module: str, *args: str) -> None:
-    result = subprocess.run([str(BFCL_PYTHON), "-m", module, *args], capture_output=True, text=True, cwd=REPO)
+    """``module`` (a dotted name of the package, or the path of a script) in the bfcl environment."""
+    target = [module] if module.endswith(".py") else ["-m", module]
+    result = subprocess.run([str(BFCL_PYTHON), *target, *args], capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+# the ground truth in ToolRL's format: the tests' own tool (no part of the package), run as a script
+REFERENCE_SCRIPT = str(Path(__file__).with_name("bfcl_reference.py"))
 
 
 def _reference_and_scores(tmp_path: Path, perturb: str, categories: list[str], per_category: int):
     outputs, scores = tmp_path / f"{perturb}_outputs.json", tmp_path / f"{perturb}_scores.json"
-    _run_bfcl("dara.evaluation.bfcl_reference", "--out", str(outputs), "--perturb", perturb,
+    _run_bfcl(REFERENCE_SCRIPT, "--out", str(outputs), "--perturb", perturb,
               "--per-category", str(per_category), "--categories", *categories)  # fmt: skip
     _run_bfcl("dara.evaluation.bfcl_score", "--outputs", str(outputs), "--out", str(scores))
     return json.loads(outputs.read_text())["cases"], json.loads(scores.read_text())

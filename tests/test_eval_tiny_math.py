@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from dara.evaluation import math_eval
-from dara.experiments import default_evaluation
 from dara.runs import Run, WarmStart, cpu_checkpoint_steps as checkpoint_steps
 from dara.evaluation.tiny import bfcl_entry, default_bfcl_python, score_bfcl
+from experiment_defaults import default_evaluation
 
 # The evaluation sampling of an experiment (its `evaluation` block; defaults in the experiment schema); the tests
 # give step 0 as many samples as every other checkpoint unless they test the warm start's own count.

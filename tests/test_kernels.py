@@ -15,6 +15,8 @@ import pytest
 
 from dara import kernels, provenance
 
+TESTS = Path(__file__).resolve().parent
+
 # Two CPU types' native dispatch, emulated on this CPU by the variables each library reads: ATen's capability,
 # MKL's instruction cap (its vendor and ISA dispatch; on AMD MKL takes its own path whatever this says), oneDNN's.
 # On an AVX-512 CPU: an AVX-512 type against an AVX2-only one; on an AVX2 CPU (no AVX-512 to emulate): an AVX2 type
@@ -33,10 +35,13 @@ TRAIN = textwrap.dedent("""
     import sys
     from pathlib import Path
 
-    from dara.experiments import default_settings, default_warm_start
+    from dara.experiments import default_settings
     from dara.runs import Run
     from dara.tiny.trainer import train
     from dara.tiny.warmstart import warm_start
+
+    sys.path.insert(0, sys.argv[2])  # the tests' folder: the schema's warm-start defaults (experiment_defaults)
+    from experiment_defaults import default_warm_start
 
     out, options = Path(sys.argv[1]), {"tag_rate": 0.5}
     warm_start("act_critic", options, out / "policy", **{**default_warm_start(), **dict(
@@ -65,8 +70,8 @@ def _train(folder: Path, extra: dict[str, str], *, pinned: bool) -> dict:
     base = {key: value for key, value in os.environ.items() if key not in CLEARED}
     env = {**base, "OMP_NUM_THREADS": "1", **extra}
     env = kernels.pinned_environment(env) if pinned else env
-    done = subprocess.run([sys.executable, "-c", TRAIN, str(folder)], env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run([sys.executable, "-c", TRAIN, str(folder), str(TESTS)], env=env, capture_output=True,
+                          text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]
     run_dir = Path(done.stdout.strip().splitlines()[-1])
     metrics = pd.read_parquet(run_dir / "metrics.parquet")

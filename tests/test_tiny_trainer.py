@@ -8,11 +8,12 @@ import torch
 import yaml
 
 import dara.tiny.trainer as trainer_module
-from dara.experiments import default_settings, default_warm_start
+from dara.experiments import default_settings
 from dara.tiny.policy import encode_prompts, generate, load_policy, rollout, token_logprobs
 from dara.runs import Run
 from dara.tiny.trainer import TrainSettings, learning_rate, train
 from dara.tiny.warmstart import warm_start
+from experiment_defaults import default_warm_start
 
 torch.set_num_threads(1)
 ACT_OPTIONS = {"tag_rate": 0.5}

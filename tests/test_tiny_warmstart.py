@@ -5,9 +5,9 @@ import json
 import pytest
 import torch
 
-from dara.experiments import default_warm_start
 from dara.tiny.policy import generate, load_policy, train_tokenizer
 from dara.tiny.warmstart import warm_start
+from experiment_defaults import default_warm_start
 
 torch.set_num_threads(1)
 

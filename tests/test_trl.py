@@ -16,10 +16,11 @@ trl = pytest.importorskip("trl")
 
 from dara.advantages import METHODS, compute_advantages  # noqa: E402
 from dara.analysis.backends import compare_backends  # noqa: E402
-from dara.experiments import default_warm_start, load_experiment  # noqa: E402
+from dara.experiments import load_experiment  # noqa: E402
 from dara.runs import find_run  # noqa: E402
 from dara.tiny.warmstart import warm_start  # noqa: E402
 from dara.trl import DaraGRPOConfig, DaraGRPOTrainer, batch_advantages, process_slice  # noqa: E402
+from experiment_defaults import default_warm_start  # noqa: E402
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,7 +16,7 @@ TASK_OPTIONS = {"format_rate": 0.4, "think_filler_max": 0}  # format varies insi
 
 def two_step_experiment(base: Path) -> Path:
     """Writes the policy, the data and ``base/verl_cpu.yaml``; returns the experiment file."""
-    from dara.experiments import default_warm_start
+    from experiment_defaults import default_warm_start
     from dara.tiny.warmstart import warm_start
     from dara.verl_backend.tiny_data import prepare
 

@@ -84,27 +84,16 @@ def schema() -> dict[str, Any]:
     return document
 
 
-def _defaults(definition: str) -> dict[str, Any]:
-    """``default`` of every property of a ``$defs`` entry (one level; nested objects by their own entry)."""
+def schema_defaults(definition: str) -> dict[str, Any]:
+    """``default`` of every property of a ``$defs`` entry (one level; nested objects by their own entry), e.g.
+    ``warm_start``, ``warm_start_model``, ``evaluation``."""
     properties = schema()["$defs"][definition]["properties"]
     return {key: copy.deepcopy(spec["default"]) for key, spec in properties.items() if "default" in spec}
 
 
 def default_settings() -> dict[str, Any]:
     """Trainer settings every CPU-scale run starts from (the schema's defaults)."""
-    return _defaults("settings")
-
-
-def default_warm_start() -> dict[str, Any]:
-    """Warm-start settings (`dara.tiny.warmstart.warm_start` keywords, the model size included) from the schema;
-    ``max_new_tokens`` comes from the run settings."""
-    return {**_defaults("warm_start"), "model": _defaults("warm_start_model"),
-            "max_new_tokens": default_settings()["max_new_tokens"]}
-
-
-def default_evaluation() -> dict[str, Any]:
-    """Evaluation sampling (held-out items, samples, temperature, top-p, seed) from the schema."""
-    return _defaults("evaluation")
+    return schema_defaults("settings")
 
 
 def _location(path) -> str:
@@ -179,11 +168,11 @@ def _fill_defaults(experiment: dict[str, Any]) -> dict[str, Any]:
     if experiment["backend"] == "verl":
         shared = {key: value for key, value in shared.items() if key in VERL_SHARED_KEYS}
     experiment["settings"] = {**shared, **experiment["settings"]}
-    experiment["evaluation"] = {**_defaults("evaluation"), **experiment.get("evaluation", {})}
+    experiment["evaluation"] = {**schema_defaults("evaluation"), **experiment.get("evaluation", {})}
     if experiment["backend"] != "verl" or "warm_start" in experiment:  # verl on CPU starts from tiny policies
         warm = experiment.get("warm_start", {})
-        experiment["warm_start"] = {**_defaults("warm_start"), **warm,
-                                    "model": {**_defaults("warm_start_model"), **warm.get("model", {})}}
+        experiment["warm_start"] = {**schema_defaults("warm_start"), **warm,
+                                    "model": {**schema_defaults("warm_start_model"), **warm.get("model", {})}}
     return experiment
 
 

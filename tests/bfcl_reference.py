@@ -1,7 +1,8 @@
 """Reference outputs for BFCL-v4 test entries: the wheel's ground truth written in ToolRL's format,
-optionally perturbed. A check of the scoring path (decode -> bfcl-eval checker -> aggregation), not a model.
+optionally perturbed. A check of the scoring path (decode -> bfcl-eval checker -> aggregation), not a model: the
+tests' (tests/test_eval_bfcl.py), so it lives beside them and is no part of the package.
 
-    .venv-bfcl/bin/python -m dara.evaluation.bfcl_reference --out outputs.json \
+    .venv-bfcl/bin/python tests/bfcl_reference.py --out outputs.json \
         [--categories simple_python live_simple ...] [--per-category 10] [--perturb wrong_value]
 
 Rendering: each ground-truth call with, for every parameter, the first accepted value (parameters whose
