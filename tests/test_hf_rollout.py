@@ -33,7 +33,19 @@ def _server(model_dir, monkeypatch, max_batch=None, response_length=12):
     else:
         monkeypatch.setenv(MAX_BATCH_VARIABLE, str(max_batch))
     config = {"response_length": response_length, "prompt_length": 16, "seed": 0}
-    return HFServer(config, {"local_path": str(model_dir)})
+    server = HFServer(config, {"local_path": str(model_dir)})
+    # the rows of every generate call, which the batching tests check: recorded around the server's own batch
+    # method (the server keeps no such list)
+    server.batch_sizes = []
+    generate_batch = server._generate_batch
+
+    def recorded(requests):
+        outputs = generate_batch(requests)
+        server.batch_sizes.append(len(requests))
+        return outputs
+
+    monkeypatch.setattr(server, "_generate_batch", recorded)
+    return server
 
 
 def _prompts(n):

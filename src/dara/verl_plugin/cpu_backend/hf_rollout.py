@@ -110,7 +110,6 @@ class HFServer:
         if given and not (given.isdigit() and int(given) >= 1):
             raise ValueError(f"{MAX_BATCH_VARIABLE} must be a positive integer, got {given!r}")
         self.max_batch = int(given) if given else DEFAULT_MAX_BATCH
-        self.batch_sizes: list[int] = []  # rows of every generate call, for tests and debugging
         self._pending: list[tuple[_Request, asyncio.Future]] = []
         self._drainer: asyncio.Task | None = None
 
@@ -185,7 +184,6 @@ class HFServer:
         generation = sampling_config(temperature, top_p, top_k, max_new, self.eos_token_ids or None, self.pad_token_id)
         with self._lock:
             out = self.model.generate(input_ids=ids, attention_mask=attention, generation_config=generation)
-        self.batch_sizes.append(len(requests))
         logits_all = torch.stack(out.logits, dim=1).float()
         outputs = []
         for row, request in enumerate(requests):
@@ -223,7 +221,7 @@ class HFServer:
         return self.weight_info()
 
     def weight_info(self) -> dict[str, Any]:
-        """How often weights arrived and a checksum of the served parameters (for tests and debugging)."""
+        """How often weights arrived and a checksum of the served parameters (the adapter logs it after each sync)."""
         total = sum(float(p.detach().double().sum()) for p in self.model.parameters())
         return {"weight_loads": self.weight_loads, "param_checksum": total, "global_steps": self.global_steps}
 
