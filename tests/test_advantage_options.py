@@ -164,3 +164,22 @@ def test_one_options_object_serves_every_method_through_for_method():
 def test_an_unknown_keyword_option_is_a_type_error_naming_the_options():
     with pytest.raises(TypeError, match=r"unknown estimator option\(s\) \['wmax'\]; options: base_weights"):
         compute_advantages("gdpo", np.zeros((2, 1)), [0, 0], wmax=2.0)
+
+
+def test_channel_weights_are_checked_once_when_the_options_are_built():
+    """`EstimatorOptions` refuses bad static / DVAO weights when it is built, before any batch (the estimators
+    take them as given), and holds them as a tuple of floats whatever the caller passed."""
+    from dara.advantages import EstimatorOptions
+
+    for bad in ([1.0, 0.5], [1.0, float("inf")], [float("nan")]):
+        with pytest.raises(ValueError, match="static_weights must be finite and each >= 1"):
+            EstimatorOptions(static_weights=bad)
+    for bad in ([1.0, 0.0], [-1.0], [float("nan")]):
+        with pytest.raises(ValueError, match="base_weights must be finite and > 0"):
+            EstimatorOptions(base_weights=bad)
+    options = EstimatorOptions(static_weights=np.array([1, 3]), base_weights=torch.tensor([0.5, 2.0]))
+    assert options.static_weights == (1.0, 3.0) and options.base_weights == (0.5, 2.0)
+    assert all(type(w) is float for w in options.static_weights + options.base_weights)
+    # how many is a question of the batch: asked by check_for, which every estimator call goes through
+    with pytest.raises(ValueError, match="static_weights has 2 values but rewards have 3 channels"):
+        options.for_method("static_sym").check_for("static_sym", 3)

@@ -25,6 +25,11 @@ and resume, and different batches get different permutations. The advantage a re
 of its own rewards while its magnitudes are exactly the per-channel methods': training on it shows the drift of the
 pipeline without signal (the advantages' sum over the batch and their spread stay those of GDPO).
 
+Each formula of `dara.methods` (its rows' ``formula`` column: ``grpo``, ``dvao``, ``per_channel``, ``shuffled``) is
+one class registered where it is defined (``@register_estimator("grpo")``, as verl's ``register_adv_est``), giving
+both the advantages and the per-channel parts of `channel_contributions`; `compute_advantages` does what every
+method shares around it (validation, grouping, z-scores, densities, diagnostics, the caller's row order).
+
 Everything is computed in float64 and returned as float32: a group whose values are all equal gets exactly 0 (and
 is inactive) whatever the input dtype, unlike a float32 mean/std where rounding leaves |A| of 0.03-0.19 for a
 constant group of eight 0.3 rewards.
@@ -34,14 +39,15 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
 import torch
 
-from dara.methods import METHODS, get_method
+from dara.methods import METHODS, TABLE, Method, get_method
 
 BATCH_NORMS = ("response", "token", "none")
 BATCH_NORM = "response"  # the default final normalisation (per response; verl's tool stack uses "token")
@@ -367,6 +373,255 @@ def shuffle_permutation(rewards) -> torch.Tensor:
     return torch.randperm(n_rows, generator=generator)
 
 
+# The estimators: one class per formula of `dara.methods`, registered where it is defined (module docstring).
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One batch as an estimator sees it: validated, grouped, z-scored, its channel densities known.
+
+    rewards: (N, K) float64, rows in the order of ``layout`` (`compute_advantages` sorts equal-size groups into
+        contiguous blocks; ``order`` maps those rows back to the caller's).
+    z: (N, K) per-group z-scores of ``rewards`` (`group_zscores`); active, density: each channel's active groups
+        and density pi_k, (K,) (`channel_density`).
+    method: the method's row of `dara.methods`; options: its `EstimatorOptions`, already checked for it.
+    caller_rewards: the rewards in the caller's row order (the shuffled control's permutation is a function of them).
+    token_lengths: (N,) token counts where ``options.batch_norm == "token"``, else None.
+    order: None, or the caller's row of each row of ``rewards``.
+    """
+
+    rewards: torch.Tensor
+    layout: GroupLayout
+    z: torch.Tensor
+    active: torch.Tensor
+    density: torch.Tensor
+    method: Method
+    options: EstimatorOptions
+    caller_rewards: torch.Tensor
+    token_lengths: torch.Tensor | None = None
+    order: torch.Tensor | None = None
+
+    @classmethod
+    def of(cls, method: Method, rewards: torch.Tensor, layout: GroupLayout, options: EstimatorOptions, *,
+           caller_rewards: torch.Tensor, token_lengths: torch.Tensor | None = None,
+           order: torch.Tensor | None = None) -> "Batch":
+        z, _, _, _ = group_zscores(rewards, layout, options.eps)
+        active, density = channel_density(z, layout, options.tau)
+        return cls(rewards=rewards, layout=layout, z=z, active=active, density=density, method=method,
+                   options=options, caller_rewards=caller_rewards, token_lengths=token_lengths, order=order)
+
+    def in_caller_order(self, values: torch.Tensor) -> torch.Tensor:
+        """``values`` with rows in this batch's order, put in the caller's."""
+        if self.order is None:
+            return values
+        return torch.empty_like(values).index_copy_(0, self.order, values)
+
+    def in_batch_order(self, values: torch.Tensor) -> torch.Tensor:
+        """``values`` with rows in the caller's order, put in this batch's."""
+        return values if self.order is None else values[self.order]
+
+    def batch_normalised(self, scores: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
+        """``scores`` (N,) after the final normalisation ``options.batch_norm`` (over the ``keep`` rows)."""
+        if self.options.batch_norm == "none":
+            return scores
+        return batch_normalise(scores, self.options.eps, self.token_lengths, keep)
+
+
+@dataclass(frozen=True)
+class Scores:
+    """What an estimator's ``advantages`` returns, rows in the batch's order; `compute_advantages` adds the
+    diagnostics every method shares and puts the rows back in the caller's order.
+
+    advantages: (N,) float64.
+    weights: (K,) the channel weights applied; None where the formula has none (reported as ones).
+    loss_weights: (N,) per-response multiplier of the policy loss; None for ones.
+    calibrated: (N, K) the weighted z-scores whose energies ``energy_*_calibrated`` report; None for the z-scores.
+    metrics: the formula's own diagnostics (GD2PO-Hard's ``gd2po_hard/conflict_ratio``).
+    """
+
+    advantages: torch.Tensor
+    weights: torch.Tensor | None = None
+    loss_weights: torch.Tensor | None = None
+    calibrated: torch.Tensor | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+class Estimator(Protocol):
+    """An advantage estimator: the formula of the `dara.methods` rows that name it in their ``formula`` column."""
+
+    def advantages(self, batch: Batch) -> Scores:
+        """The advantages of ``batch.method`` and what it weighted."""
+
+    def contributions(self, batch: Batch) -> torch.Tensor:
+        """(N, K) float64: each channel's part of each response's score before the batch normalisation, summing
+        over channels to that score (`channel_contributions`)."""
+
+
+# formula name (a `dara.methods` row's ``formula``) -> its estimator; filled by @register_estimator
+REGISTERED_ESTIMATORS: dict[str, Estimator] = {}
+
+
+def register_estimator(formula: str) -> Callable[[type], type]:
+    """Class decorator: register an `Estimator` (a class with ``advantages`` and ``contributions`` static methods)
+    under ``formula``. A formula registered twice is refused, so that no import silently replaces an estimator."""
+
+    def register(estimator: type) -> type:
+        if formula in REGISTERED_ESTIMATORS:
+            raise ValueError(f"an estimator is already registered for formula {formula!r}: "
+                             f"{REGISTERED_ESTIMATORS[formula].__name__}")
+        missing = [name for name in ("advantages", "contributions") if not callable(getattr(estimator, name, None))]
+        if missing:
+            raise TypeError(f"estimator {estimator.__name__} for formula {formula!r} lacks {', '.join(missing)}")
+        REGISTERED_ESTIMATORS[formula] = estimator
+        return estimator
+
+    return register
+
+
+def estimator_for(formula: str) -> Estimator:
+    """The estimator registered for ``formula``; a ValueError naming the registered formulas otherwise."""
+    try:
+        return REGISTERED_ESTIMATORS[formula]
+    except (KeyError, TypeError):
+        raise ValueError(f"no estimator is registered for formula {formula!r}; registered formulas: "
+                         f"{', '.join(REGISTERED_ESTIMATORS)}") from None
+
+
+@register_estimator("grpo")
+class GRPO:
+    """The z-score of the summed rewards per group: no channel weights, no batch normalisation."""
+
+    @staticmethod
+    def advantages(batch: Batch) -> Scores:
+        z, _, _, _ = group_zscores(batch.rewards.sum(dim=1, keepdim=True), batch.layout, batch.options.eps)
+        return Scores(advantages=z[:, 0])
+
+    @staticmethod
+    def contributions(batch: Batch) -> torch.Tensor:
+        """Channel k's part: ``(r_k - mean_g r_k) / (std_g(sum r) + eps)``, 0 in a group whose sum is constant."""
+        x, layout, eps = batch.rewards, batch.layout, batch.options.eps
+        counts = layout.counts.to(x.dtype).unsqueeze(1)
+        centred = x - (_group_sum(x, layout) / counts)[layout.codes]
+        _, _, std, constant = group_zscores(x.sum(dim=1, keepdim=True), layout, eps)
+        parts = centred / (std[layout.codes] + eps)
+        return parts.masked_fill(constant[layout.codes], 0.0)
+
+
+@register_estimator("dvao")
+class DVAO:
+    """``A = sum_k b_k (r_k - mu_k) / sum_k b_k sigma_k`` per group, population sigma (b: ``base_weights``, equal
+    by default); a denominator at or below ``dvao_eps`` gives 0. No batch normalisation."""
+
+    @staticmethod
+    def advantages(batch: Batch) -> Scores:
+        weighted, safe, live = DVAO.terms(batch)
+        numerator = weighted.sum(dim=1)
+        codes = batch.layout.codes
+        return Scores(advantages=torch.where(live[codes], numerator / safe[codes], torch.zeros_like(numerator)))
+
+    @staticmethod
+    def contributions(batch: Batch) -> torch.Tensor:
+        """Channel k's part: ``b_k (r_k - mu_k) / sum_j b_j sigma_j``."""
+        weighted, safe, live = DVAO.terms(batch)
+        codes = batch.layout.codes
+        return torch.where(live[codes, None], weighted / safe[codes, None], torch.zeros_like(weighted))
+
+    @staticmethod
+    def terms(batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The per-channel numerators ``b_k (r_k - mu_k)`` (N, K, zero in a channel's constant groups), each group's
+        denominator ``sum_k b_k sigma_k`` (1 where it is at or below ``dvao_eps``) and whether it is above it."""
+        x, layout, options = batch.rewards, batch.layout, batch.options
+        n_channels = x.shape[1]
+        b = torch.full((n_channels,), 1.0 / n_channels, dtype=torch.float64, device=x.device)
+        if options.base_weights is not None:
+            b = torch.as_tensor(options.base_weights, dtype=torch.float64, device=x.device)
+        counts = layout.counts.to(x.dtype).unsqueeze(1)
+        mean = _group_sum(x, layout) / counts
+        centred = x - mean[layout.codes]
+        sigma = torch.sqrt(_group_sum(centred * centred, layout) / counts)
+        constant = _group_extreme(x, layout, "amax") == _group_extreme(x, layout, "amin")
+        centred = centred.masked_fill(constant[layout.codes], 0.0)
+        sigma = sigma.masked_fill(constant, 0.0)
+        denominator = (sigma * b).sum(dim=1)
+        live = denominator > options.dvao_eps
+        safe = torch.where(live, denominator, torch.ones_like(denominator))
+        return centred * b, safe, live
+
+
+@register_estimator("per_channel")
+class PerChannel:
+    """GDPO, GD²PO-Hard, the static methods and DARA: each channel's z-scores times its weight (the row's
+    ``weights``: unit, static or density; its ``calibration``: Sym scales every z, Asym only the positive ones),
+    summed over channels and batch-normalised. GD²PO-Hard (``drops_conflicts``) gives 0 to a response whose channels
+    disagree in sign, normalises over the rest and weights each response's loss by its group's kept fraction."""
+
+    @staticmethod
+    def advantages(batch: Batch) -> Scores:
+        weights, calibrated, keep = PerChannel.weighted(batch)
+        scores = calibrated.sum(dim=1)
+        if keep is None:
+            return Scores(advantages=batch.batch_normalised(scores), weights=weights, calibrated=calibrated)
+        layout = batch.layout
+        kept_fraction = _group_sum(keep.to(torch.float64), layout) / layout.counts
+        return Scores(advantages=batch.batch_normalised(scores * keep, keep), weights=weights,
+                      loss_weights=kept_fraction[layout.codes], calibrated=calibrated,
+                      metrics={"gd2po_hard/conflict_ratio": 1.0 - float(keep.to(torch.float64).mean())})
+
+    @staticmethod
+    def contributions(batch: Batch) -> torch.Tensor:
+        """Channel k's part: its weighted z-score (zero where GD²PO-Hard drops the response)."""
+        _, calibrated, keep = PerChannel.weighted(batch)
+        return calibrated if keep is None else calibrated * keep[:, None]
+
+    @staticmethod
+    def weighted(batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """The channel weights (K,), the calibrated z-scores (N, K) and, for GD²PO-Hard, the responses kept."""
+        spec, options, z = batch.method, batch.options, batch.z
+        if spec.weights == "density":
+            weights = density_weights(batch.density, options.w_max)
+        elif spec.weights == "static":  # checked by EstimatorOptions: one per channel, each >= 1
+            weights = torch.as_tensor(options.static_weights, dtype=torch.float64, device=z.device)
+        else:
+            weights = torch.ones(z.shape[1], dtype=torch.float64, device=z.device)
+        keep = None
+        if spec.drops_conflicts:
+            keep = ~((z > options.sign_eps).any(dim=1) & (z < -options.sign_eps).any(dim=1))
+        return weights, calibrate(z, weights, spec.calibration), keep
+
+
+@register_estimator("shuffled")
+class Shuffled:
+    """The drift control: GDPO's advantages (unit weights, Sym, the same ``batch_norm``) permuted across the batch
+    by `shuffle_permutation` of the caller's rewards: the caller's row i gets row ``perm[i]``'s advantage."""
+
+    @staticmethod
+    def advantages(batch: Batch) -> Scores:
+        return Scores(advantages=Shuffled.permuted(batch, batch.batch_normalised(batch.z.sum(dim=1))))
+
+    @staticmethod
+    def contributions(batch: Batch) -> torch.Tensor:
+        """Row i's parts: the z-scores of row ``perm[i]`` (GDPO's parts, permuted)."""
+        return Shuffled.permuted(batch, batch.z)
+
+    @staticmethod
+    def permuted(batch: Batch, values: torch.Tensor) -> torch.Tensor:
+        """``values`` (rows in the batch's order) permuted as the caller's rows, returned in the batch's order."""
+        permutation = shuffle_permutation(batch.caller_rewards).to(values.device)
+        return batch.in_batch_order(batch.in_caller_order(values)[permutation])
+
+
+def _check_every_method_has_an_estimator() -> None:
+    """The method table and the registry agree: a row whose formula has no estimator fails at import."""
+    for spec in TABLE:
+        try:
+            estimator_for(spec.formula)
+        except ValueError as error:
+            raise ValueError(f"method {spec.name!r} of dara.methods: {error}") from None
+
+
+_check_every_method_has_an_estimator()
+
+
 def compute_advantages(
     method: str,
     rewards,
@@ -390,22 +645,24 @@ def compute_advantages(
         channel_names: names used in ``metrics`` keys (default "0", "1", ...).
         **option_values: single `EstimatorOptions` fields for a direct call (``w_max=1.0``), in place of those of
             ``options``.
+
+    What the method computes is its formula's registered estimator (`REGISTERED_ESTIMATORS`); this function does
+    what every method shares around it.
     """
     options = _options(options, option_values)
     x, device = _validated_rewards(rewards)
     n_rows, n_channels = x.shape
     names = _channel_names(channel_names, n_channels)
     options.check_for(method, n_channels)
+    spec = get_method(method)
+    estimator = estimator_for(spec.formula)
     if lengths is not None and options.batch_norm != "token":
         raise ValueError(f"lengths are only used by batch_norm='token', got batch_norm={options.batch_norm!r}")
     if options.singletons == "zero":
         return _without_singletons(method, x, index, names, options, lengths)
-    w_max, tau, eps, batch_norm = options.w_max, options.tau, options.eps, options.batch_norm
-    static_weights, base_weights = options.static_weights, options.base_weights
-    sign_eps, dvao_eps = options.sign_eps, options.dvao_eps
-    token_lengths = _validated_lengths(lengths, n_rows, device) if batch_norm == "token" else None
+    token_lengths = _validated_lengths(lengths, n_rows, device) if options.batch_norm == "token" else None
     layout = group_layout(index, n_rows, device=device)
-    rows_in_input_order = x  # the shuffled control's permutation is seeded by the batch as the caller gave it
+    caller_rewards = x
     # Equal-size groups in any order: sort rows into blocks so every group statistic is a reshape, undo at the end.
     order = None
     if layout.block_size is None and bool((layout.counts == layout.counts[0]).all()):
@@ -413,61 +670,32 @@ def compute_advantages(
         x = x[order]
         token_lengths = None if token_lengths is None else token_lengths[order]
         layout = _block_layout(layout.n_groups, int(layout.counts[0]), device)
+    batch = Batch.of(spec, x, layout, options, caller_rewards=caller_rewards, token_lengths=token_lengths,
+                     order=order)
 
-    z, _, _, _ = group_zscores(x, layout, eps)
-    active, density = channel_density(z, layout, tau)
-    weights = torch.ones(n_channels, dtype=torch.float64, device=device)
-    loss_weights = torch.ones(n_rows, dtype=torch.float64, device=device)
-    calibrated = z
-    extra: dict[str, float] = {}
+    scores = estimator.advantages(batch)
+    weights = scores.weights
+    if weights is None:
+        weights = torch.ones(n_channels, dtype=torch.float64, device=device)
+    loss_weights = scores.loss_weights
+    if loss_weights is None:
+        loss_weights = torch.ones(n_rows, dtype=torch.float64, device=device)
+    calibrated = batch.z if scores.calibrated is None else scores.calibrated
 
-    spec = get_method(method)
-    if spec.formula == "grpo":
-        advantages, _, _, _ = group_zscores(x.sum(dim=1, keepdim=True), layout, eps)
-        advantages = advantages[:, 0]
-    elif spec.formula == "dvao":
-        advantages = _dvao(x, layout, base_weights, dvao_eps)
-    elif spec.formula == "shuffled":  # GDPO's advantages (unit weights, Sym), permuted across the batch below
-        scores = z.sum(dim=1)
-        advantages = scores if batch_norm == "none" else batch_normalise(scores, eps, token_lengths)
-    else:
-        if spec.weights == "density":
-            weights = density_weights(density, w_max)
-        elif spec.weights == "static":
-            weights = torch.as_tensor(static_weights, dtype=torch.float64, device=device)
-        calibrated = calibrate(z, weights, spec.calibration)
-        scores = calibrated.sum(dim=1)
-        keep = None
-        if spec.drops_conflicts:
-            keep = ~((z > sign_eps).any(dim=1) & (z < -sign_eps).any(dim=1))
-            kept_fraction = _group_sum(keep.to(torch.float64), layout) / layout.counts
-            loss_weights = kept_fraction[layout.codes]
-            extra["gd2po_hard/conflict_ratio"] = 1.0 - float(keep.to(torch.float64).mean())
-            scores = scores * keep
-        if batch_norm == "none":
-            advantages = scores
-        else:
-            advantages = batch_normalise(scores, eps, token_lengths, keep)
-
-    metrics = {"n_groups": float(layout.n_groups), **extra}
+    metrics = {"n_groups": float(layout.n_groups), **scores.metrics}
     # one reduction per quantity for all channels, one host transfer
     per_channel = torch.stack(
-        [density, weights, active.to(torch.float64), *_energies(z), *_energies(calibrated)]
+        [batch.density, weights, batch.active.to(torch.float64), *_energies(batch.z), *_energies(calibrated)]
     ).tolist()
     quantities = ("density", "weight", "active_groups", "energy_pos", "energy_neg",
                   "energy_pos_calibrated", "energy_neg_calibrated")
     for quantity, values in zip(quantities, per_channel):
         metrics.update({f"{quantity}/{name}": value for name, value in zip(names, values)})
-    if order is not None:
-        advantages = torch.empty_like(advantages).index_copy_(0, order, advantages)
-        loss_weights = torch.empty_like(loss_weights).index_copy_(0, order, loss_weights)
-    if spec.formula == "shuffled":
-        advantages = advantages[shuffle_permutation(rows_in_input_order).to(device)]
     return AdvantageResult(
-        advantages=advantages.to(torch.float32),
-        density=density.to(torch.float32),
+        advantages=batch.in_caller_order(scores.advantages).to(torch.float32),
+        density=batch.density.to(torch.float32),
         weights=weights.to(torch.float32),
-        loss_weights=loss_weights.to(torch.float32),
+        loss_weights=batch.in_caller_order(loss_weights).to(torch.float32),
         metrics=metrics,
     )
 
@@ -485,41 +713,16 @@ def channel_contributions(method: str, rewards, index, options: EstimatorOptions
     (two channels that cancel in GRPO's sum still count), as in the trainers' ``energy_*`` metrics; the batch
     normalisation that follows rescales every part alike, and its mean shift (not split by channel) and
     GD2PO-Hard's loss weights are outside these parts. Options as `compute_advantages`
-    (``batch_norm`` and ``singletons`` play no part).
+    (``batch_norm`` and ``singletons`` play no part). The parts are the registered estimator's ``contributions``.
     """
     options = _options(options, option_values)
     x, device = _validated_rewards(rewards)
     n_rows, n_channels = x.shape
     options.check_for(method, n_channels)
-    w_max, tau, eps = options.w_max, options.tau, options.eps
-    static_weights, base_weights = options.static_weights, options.base_weights
-    sign_eps, dvao_eps = options.sign_eps, options.dvao_eps
-    layout = group_layout(index, n_rows, device=device)
     spec = get_method(method)
-    if spec.formula == "grpo":
-        counts = layout.counts.to(x.dtype).unsqueeze(1)
-        centred = x - (_group_sum(x, layout) / counts)[layout.codes]
-        _, _, std, constant = group_zscores(x.sum(dim=1, keepdim=True), layout, eps)
-        parts = centred / (std[layout.codes] + eps)
-        return parts.masked_fill(constant[layout.codes], 0.0)
-    if spec.formula == "dvao":
-        weighted, safe, live = _dvao_terms(x, layout, base_weights, dvao_eps)
-        return torch.where(live[layout.codes, None], weighted / safe[layout.codes, None], torch.zeros_like(x))
-    z, _, _, _ = group_zscores(x, layout, eps)
-    if spec.formula == "shuffled":
-        return z[shuffle_permutation(x).to(device)]
-    _, density = channel_density(z, layout, tau)
-    if spec.weights == "density":
-        weights = density_weights(density, w_max)
-    elif spec.weights == "static":
-        weights = torch.as_tensor(static_weights, dtype=torch.float64, device=device)
-    else:
-        weights = torch.ones(n_channels, dtype=torch.float64, device=device)
-    parts = calibrate(z, weights, spec.calibration)
-    if spec.drops_conflicts:
-        keep = ~((z > sign_eps).any(dim=1) & (z < -sign_eps).any(dim=1))
-        parts = parts * keep[:, None]
-    return parts
+    estimator = estimator_for(spec.formula)
+    layout = group_layout(index, n_rows, device=device)
+    return estimator.contributions(Batch.of(spec, x, layout, options, caller_rewards=x))
 
 
 def contribution_shares(contributions: torch.Tensor) -> torch.Tensor:
@@ -610,33 +813,6 @@ def _without_singletons(method: str, x: torch.Tensor, index, names: list[str], o
 def _energies(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Positive and negative advantage energy per channel: sums of squared positive / negative parts of z."""
     return (z.clamp(min=0.0) ** 2).sum(dim=0), (z.clamp(max=0.0) ** 2).sum(dim=0)
-
-
-def _dvao(x: torch.Tensor, layout: GroupLayout, base_weights, denom_eps: float = DVAO_DENOM_EPS) -> torch.Tensor:
-    """DVAO: A = sum_k b_k (r_k - mu_k) / sum_k b_k sigma_k per group, population sigma; tiny denominators give 0."""
-    weighted, safe, live = _dvao_terms(x, layout, base_weights, denom_eps)
-    numerator = weighted.sum(dim=1)
-    return torch.where(live[layout.codes], numerator / safe[layout.codes], torch.zeros_like(numerator))
-
-
-def _dvao_terms(x: torch.Tensor, layout: GroupLayout, base_weights, denom_eps: float):
-    """DVAO's per-channel numerators ``b_k (r_k - mu_k)`` (N, K, zero in a channel's constant groups), each group's
-    denominator ``sum_k b_k sigma_k`` (1 where it is at or below ``denom_eps``) and whether it is above it."""
-    n_channels = x.shape[1]
-    b = torch.full((n_channels,), 1.0 / n_channels, dtype=torch.float64, device=x.device)
-    if base_weights is not None:
-        b = torch.as_tensor(base_weights, dtype=torch.float64, device=x.device)
-    counts = layout.counts.to(x.dtype).unsqueeze(1)
-    mean = _group_sum(x, layout) / counts
-    centred = x - mean[layout.codes]
-    sigma = torch.sqrt(_group_sum(centred * centred, layout) / counts)
-    constant = _group_extreme(x, layout, "amax") == _group_extreme(x, layout, "amin")
-    centred = centred.masked_fill(constant[layout.codes], 0.0)
-    sigma = sigma.masked_fill(constant, 0.0)
-    denominator = (sigma * b).sum(dim=1)
-    live = denominator > denom_eps
-    safe = torch.where(live, denominator, torch.ones_like(denominator))
-    return centred * b, safe, live
 
 
 def _validated_rewards(rewards) -> tuple[torch.Tensor, torch.device]:
