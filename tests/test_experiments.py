@@ -12,7 +12,8 @@ from dara.experiments import EXPERIMENTS_DIR, ExperimentError, default_settings,
 from dara.runs import Run, find_run, policy_dir, run_matrix
 from dara.tiny.trainer import TrainSettings, resolved_config
 
-SMOKE_TARGETS = {"toolcall", "math_length", "act_critic", "group_size", "three_rewards", "static_vs_dynamic", "trl"}
+SMOKE_TARGETS = {"toolcall", "math_length", "act_critic", "group_size", "three_rewards", "static_vs_dynamic", "trl",
+                 "denser_regime"}
 TINY_TARGETS = SMOKE_TARGETS | {"toolcall_baselines", "math_baselines", "group_size_asym", "group_size_grpo",
                                 "toolcall_control", "math_control", "three_rewards_control", "act_critic_control"}
 
@@ -41,13 +42,13 @@ def test_tiny_run_matrix_sizes(tiny):
     assert sizes == {"toolcall": 40, "toolcall_baselines": 15, "math_length": 30, "math_baselines": 18,
                      "act_critic": 18, "group_size": 60, "group_size_asym": 9, "group_size_grpo": 9,
                      "three_rewards": 15, "static_vs_dynamic": 12, "trl": 30, "toolcall_control": 10, "math_control": 10,
-                     "three_rewards_control": 10, "act_critic_control": 10}
+                     "three_rewards_control": 10, "act_critic_control": 10, "denser_regime": 30}
     runs = run_matrix(tiny)
     # group_size shares its G=4 runs with toolcall (and group_size_asym and group_size_grpo with toolcall's DARA-Asym
     # and GRPO); static_vs_dynamic is
-    # inside math_length and math_baselines; the trl runs have the same coordinates as toolcall's but another
+    # inside math_length and math_baselines; denser_regime's 30 runs are its own task's; the trl runs have the same coordinates as toolcall's but another
     # backend and folder; each task's 10-seed drift control shares its seeds 0-2 with the baselines' control.
-    assert len(runs) == 40 + 15 + 30 + 18 + 18 + (60 - 20) + (9 - 3) + (9 - 3) + 15 + 30 + 4 * (10 - 3)
+    assert len(runs) == 40 + 15 + 30 + 18 + 18 + (60 - 20) + (9 - 3) + (9 - 3) + 15 + 30 + 4 * (10 - 3) + 30
     assert len({r.run_dir for r in runs}) == len(runs)
     shared = find_run(tiny, "toolcall", "dara_sym", 4, 0, backend="tiny")
     assert sorted(shared.targets) == ["group_size", "toolcall"]
@@ -383,7 +384,7 @@ def test_a_replicate_file_draws_every_run_and_warm_start_again(tmp_path):
                                                                      "warm_starts: [0, 1, 2]   #")
     path = stub()
     (tmp_path / "tiny.yaml").write_text(study_text)
-    with pytest.raises(ExperimentError, match="lengths \\[3, 5\\]"):
+    with pytest.raises(ExperimentError, match="lengths \\[3, 5, 5\\]"):
         load_experiment(path)
 
 

@@ -257,3 +257,15 @@ def test_math_hard_sum_outside_the_sums_raises(hard_sum):
         get_task("math_length", hard_sum=hard_sum)
     with pytest.raises(ValueError, match="hard_concise_rate"):
         get_task("math_length", hard_sum=10, hard_concise_rate=1.5)
+
+
+def test_a_registered_variant_answers_to_its_own_name():
+    """toolcall_dense is toolcall's class under another calibration: its items carry its own name (so its runs
+    and warm starts stay apart), its rewards are toolcall's two, and a denser format_rate makes compliant
+    demonstrations more frequent than toolcall's."""
+    dense = get_task("toolcall_dense", format_rate=0.09)
+    sparse = get_task("toolcall", format_rate=0.012)
+    assert dense.name == "toolcall_dense" and sparse.name == "toolcall"
+    assert dense.reward_names == sparse.reward_names == ("format", "correctness")
+    assert all(item["id"].startswith("toolcall_dense-") for item in dense.items("train", 8, seed=0))
+    assert get_task("toolcall3").name == "toolcall3"

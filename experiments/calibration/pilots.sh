@@ -35,6 +35,10 @@ MATH=(--target math_length --methods shuffled gdpo --seeds 0 1 --group-size 8 --
   for rate in 0.02 0.015 0.012; do
     pilot "screen-fr$rate" "${SCREEN[@]}" --option format_rate=$rate
   done
+  # the denser regime's task (toolcall_dense): the rate whose step-0 format density is nearest 0.25, the only criterion
+  for rate in 0.06 0.08 0.09 0.1; do
+    pilot "screen-dense-fr$rate" "${SCREEN[@]}" --option format_rate=$rate
+  done
   for config in 1.5e-4:0:30 1.5e-4:0.1:30 2e-4:0.1:30 3e-4:0.1:30 3e-4:0.2:30 2e-4:0.1:40 2e-4:0.2:40 3e-4:0.2:40; do
     IFS=: read -r lr kl steps <<< "$config"
     name="tc-fr012-lr$lr-kl$kl-s$steps"

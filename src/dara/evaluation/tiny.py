@@ -227,12 +227,13 @@ def _generate_run(run: Run | WarmStart, steps: Sequence[int], case_prefix: str, 
     ``generated`` maps an evaluation key (checkpoint files, task, options, length cap, sampling) to texts already
     sampled in this process; ``shared`` maps it to a warm-start evaluation to copy."""
     from dara.tasks import get_task
+    from dara.tasks.toolcall import ToolCallTask
     from dara.tiny.policy import generate, load_policy
 
     task_options = run.settings["task_options"]
     task = get_task(run.task, **task_options)
     items = task.items("heldout", heldout_items, seed=0)
-    tool_task = run.task in ("toolcall", "toolcall3")
+    tool_task = isinstance(task, ToolCallTask)
     written, pending, bfcl_cases = [], {}, []
     revision = git_revision()  # the sampler and scorers are code: a result says which code made it
     machine = machine_record()  # and the CPU and kernel dispatch sampled it (a pinned job checks its pin here)

@@ -23,6 +23,9 @@ from dara.tasks.toolcall import ToolCallTask
 TASK_CLASSES: dict[str, type[Task]] = {
     "toolcall": ToolCallTask,
     "toolcall3": ToolCallTask,
+    # toolcall with another calibration: the denser-regime comparison's task (its own name, so its warm starts,
+    # runs and tables stay apart from toolcall's)
+    "toolcall_dense": ToolCallTask,
     "math_length": MathLengthTask,
     "act_critic": ActCriticTask,
 }
@@ -35,7 +38,9 @@ def get_task(name: str, **settings) -> Task:
         raise ValueError(f"unknown task {name!r}; known tasks: {', '.join(TASK_NAMES)}")
     if name == "toolcall3":
         settings.setdefault("three_rewards", True)
-    return TASK_CLASSES[name](**settings)
+    task = TASK_CLASSES[name](**settings)
+    task.name = name  # a variant of a class answers to its own name (item ids, the evaluation's task checks)
+    return task
 
 
 __all__ = ["ScoredBatch", "Task", "TASK_NAMES", "get_task", "split_of"]
