@@ -9,6 +9,7 @@ from dara.analysis import figures
 from dara.analysis.cli import parse_inputs
 from dara.analysis.figures import save_figure
 from dara.analysis.runs import density_column, density_label, reward_names
+from dara.analysis.crossing import training_steps
 from dara.analysis.tables import main_group_size
 
 
@@ -24,7 +25,7 @@ def draw_task(metrics, task: str, config: dict):
         figures.finish(mean_ax, "training step", f"{reward} reward (batch mean)", f"{reward}: reward", legend=False)
         density = density_column(metrics, reward)
         if density in metrics.columns:
-            figures.plot_seed_bands(density_ax, metrics[metrics["step"] >= 1], density)
+            figures.plot_seed_bands(density_ax, training_steps(metrics), density)
             density_ax.set_ylim(-0.03, 1.03)
         figures.finish(density_ax, "training step", f"{density_label(density)} (fraction of active groups)",
                        f"{reward}: density", legend=False)

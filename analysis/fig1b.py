@@ -13,6 +13,7 @@ from dara.analysis.figures import save_figure
 from dara.analysis.runs import density_column, density_label
 from dara.io import write_csv_atomic
 from dara.analysis.summary import seed_band
+from dara.analysis.crossing import training_steps
 from dara.analysis.tables import main_group_size
 
 
@@ -27,7 +28,7 @@ def main(argv=None):
     plotted = []
     for k, (task, metrics) in enumerate(panels):
         group_size = main_group_size(metrics)
-        metrics = metrics[(metrics["G"] == group_size) & (metrics["step"] >= 1)]
+        metrics = training_steps(metrics[metrics["G"] == group_size])
         reward_ax, density_ax = axes[2 * k], axes[2 * k + 1]
         figures.plot_seed_bands(reward_ax, metrics, f"reward/{reward}")
         figures.finish(reward_ax, "training step", f"{reward} reward (batch mean)", f"{task} (G={group_size})",

@@ -13,6 +13,7 @@ from dara.analysis.figures import save_figure
 from dara.analysis.runs import density_column, density_label
 from dara.io import write_csv_atomic
 from dara.analysis.summary import seed_band
+from dara.analysis.crossing import training_steps
 from dara.analysis.tables import main_group_size
 
 
@@ -23,7 +24,7 @@ def main(argv=None):
     if metrics is None:
         raise SystemExit(f"fig4 needs runs of {task}")
     group_size = main_group_size(metrics)
-    metrics = metrics[(metrics["G"] == group_size) & (metrics["step"] >= 1)]
+    metrics = training_steps(metrics[metrics["G"] == group_size])
     density = density_column(metrics, "length")
     panels = [("reward/correctness", "fraction correct"),
               ("reward/length", "fraction within the length budget"),

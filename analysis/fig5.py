@@ -2,8 +2,9 @@
 a 10-step trailing mean that stays at or above the threshold for 20 more steps; at the smaller scales the window
 and the confirmation span are fractions of the run length, analysis/config.yaml, and the figure says so).
 
-Points: median over seeds (unconfirmed seeds count as never); bars: interquartile range; a method whose
-median is unconfirmed is drawn as an open marker at the last step. Tiny scale: the math-length task.
+Points: the study's median over seeds (Kaplan-Meier, unconfirmed seeds censored at their last step:
+dara.analysis.crossing); bars: its interquartile range; a method whose median is unconfirmed is drawn as an open
+marker at the last step. Tiny scale: the math-length task.
 Output: results/<scale>/figures/fig5.{png,pdf} and fig5.csv (per run and threshold, with status).
 """
 
@@ -13,8 +14,8 @@ from dara.analysis import figures, palette
 from dara.analysis.cli import parse_inputs
 from dara.analysis.figures import save_figure
 from dara.io import write_csv_atomic
-from dara.analysis.crossing import stable_crossing_span
-from dara.analysis.tables import crossing_summary, main_group_size, stable_crossing_records
+from dara.analysis.crossing import crossing_summary, stable_crossing_records, stable_crossing_span
+from dara.analysis.tables import main_group_size
 
 
 def main(argv=None):
@@ -38,10 +39,10 @@ def main(argv=None):
     for offset, method in zip(offsets, methods):
         rows = summary[summary["method"] == method].sort_values("threshold")
         x = rows["threshold"].to_numpy(float) + offset
-        median = rows["median"].to_numpy(float)
+        median = rows["km_median"].to_numpy(float)
         confirmed = np.isfinite(median)
-        low = np.where(np.isfinite(rows["q25"]), rows["q25"], last_step)
-        high = np.where(np.isfinite(rows["q75"]), rows["q75"], last_step)
+        low = np.where(np.isfinite(rows["km_q25"]), rows["km_q25"], last_step)
+        high = np.where(np.isfinite(rows["km_q75"]), rows["km_q75"], last_step)
         y = np.where(confirmed, median, last_step)
         ax.errorbar(x, y, yerr=[np.maximum(y - low, 0), np.maximum(high - y, 0)], color=palette.color(method),
                     lw=1.2, capsize=2, ls="-", marker="none", label=palette.label(method))
@@ -57,7 +58,7 @@ def main(argv=None):
     else:
         span = f"window {window}, confirmed over {future} steps"
     figures.finish(ax, f"{stable['reward']} reward threshold (fraction of responses)",
-                   "first stable crossing step", f"{task} (G={group_size}), {span}")
+                   "first stable crossing step\n(Kaplan-Meier median, IQR)", f"{task} (G={group_size}), {span}")
     figure.suptitle(f"Stricter length thresholds; open: not confirmed by the last step{figures.scale_note(inputs.config)}")
     figure.tight_layout()
     save_figure(figure, inputs.figures / "fig5")

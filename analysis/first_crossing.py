@@ -1,13 +1,13 @@
 """First step each reward reaches its threshold, per run: results/<scale>/tables/first_crossing.{csv,md}.
 
 CSV: task, method, G, seed, reward, threshold, step (empty when never crossed), last_step.
-Markdown: median and spread over seeds per task, method, G, reward and threshold; a run that never
-crosses counts as later than any step (never dropped).
+Markdown: the study's median and quartiles over seeds per task, method, G, reward and threshold (Kaplan-Meier,
+dara.analysis.crossing.crossing_summary); a run that never crosses is censored at its last step (never dropped).
 """
 
 from dara.analysis.cli import parse_inputs
 from dara.io import write_csv_atomic, write_text_atomic
-from dara.analysis.tables import crossing_records, crossing_summary
+from dara.analysis.crossing import crossing_records, crossing_summary
 
 
 def main(argv=None):
@@ -29,9 +29,11 @@ def main(argv=None):
     text = [
         f"# First step each training reward reaches its threshold ({inputs.scale} scale)",
         "",
-        "Unsmoothed per-step batch mean of the reward (the paper's tool-calling rule). `median`, `q25`, `q75`: over",
-        "seeds, with never-crossing seeds counted as later than any step (NaN = not reached by half the seeds);",
-        "`min`/`max`: over the seeds that crossed; `steps`: every seed's step in seed order.",
+        "Unsmoothed per-step batch mean of the reward (the paper's tool-calling rule), training steps from 1.",
+        "`km_median`, `km_q25`, `km_q75`: median steps to cross (Kaplan-Meier) and its quartiles over seeds, the first",
+        "step by which half, a quarter, three quarters of the seeds crossed, never-crossing seeds censored at their",
+        "last step (NaN = not reached by that share of the seeds); `min`/`max`: over the seeds that crossed; `steps`:",
+        "every seed's step in seed order.",
         "",
         summary.to_markdown(index=False, floatfmt="g"),
         "",

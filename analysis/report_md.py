@@ -16,6 +16,7 @@ from dara.analysis import claims as claim_checks
 from dara.analysis import palette
 from dara.analysis.claims import claims_frame, claims_markdown
 from dara.analysis.cli import parse_inputs
+from dara.analysis.crossing import MEDIAN_NAME, crossing_summary, outcome_records
 from dara.analysis.mechanism_toy import ToyConfig
 from dara.io import write_text_atomic
 from dara.provenance import git_revision
@@ -123,12 +124,12 @@ def main(argv=None):
     write_csv_atomic(tables / "claims.csv", claims_frame(claims))
     size = paper_model_size(inputs.primary_models.get(tool, ""))
     lines += [f"## Steps until the {reward} reward first reaches {threshold}", "",
-              f"{reference.crossing_description(size)} Never-crossing seeds count as later than any step on both "
-              "sides.", ""]
+              f"{reference.crossing_description(size)} Medians on both sides are the study's, median steps to cross "
+              "(Kaplan-Meier): the first step by which half of the seeds crossed, a never-crossing seed censored at "
+              "its run's last step (the paper's at its 100 steps).", ""]
     if not records.empty:
         group_size = main_group_size(records)
-        comparison = crossing_comparison(records[records["G"] == group_size],
-                                         reference.crossing_steps().astype({"step": "Float64"}), size)
+        comparison = crossing_comparison(records[records["G"] == group_size], reference.crossing_steps(), size)
         lines += [f"Ours: {tool}, G={group_size}, reward `{reward}` >= {threshold}, unsmoothed.", "",
                   _label_methods(comparison).to_markdown(index=False, floatfmt="g"), ""]
     else:
@@ -184,29 +185,30 @@ def main(argv=None):
         paper = reference.stable_crossings()
         rule = reference.stable_crossing_rule()
         window, future = stable_window(stable, config)
-        ours = stable.groupby(["method", "threshold"])["step"].apply(
-            lambda s: float(np.median(s.astype(float).fillna(np.inf)))).replace(np.inf, np.nan).rename("ours_median")
+        ours = crossing_summary(stable, by=("method", "threshold"))[["method", "threshold", "km_median"]].rename(
+            columns={"km_median": "ours_km_median"})
         lines += ["## First stable crossing of the length reward (fig5)", "",
                   f"Ours: {config['tasks']['math']}, window {window}, confirmed over {future} steps (paper: "
-                  f"{rule['window']} and {rule['future']}, `crossing_definitions.csv`). Empty = not confirmed by half "
-                  "the seeds.", "",
-                  _label_methods(ours.reset_index()).to_markdown(index=False, floatfmt="g"), "",
+                  f"{rule['window']} and {rule['future']}, `crossing_definitions.csv`); {MEDIAN_NAME}, an "
+                  "unconfirmed seed censored at its last step. Empty = not confirmed by half the seeds.", "",
+                  _label_methods(ours).to_markdown(index=False, floatfmt="g"), "",
                   "Paper:", "", paper[["model", "method", "threshold", "step", "note"]].to_markdown(index=False), ""]
     if survival is not None:
         lines += [f"## Beyond the paper: time to {reward} {threshold:g} as survival analysis", "",
-                  "Kaplan-Meier median (never-crossing runs censored at their last step) beside the paper's statistic "
-                  "(median over the seeds that crossed); against GDPO the median difference in steps with its "
+                  "The study's median, `km_median` (Kaplan-Meier, never-crossing runs censored at their last step), "
+                  "beside the paper's statistic, `median_of_crossed` (median over the seeds that crossed); against GDPO the median difference in steps with its "
                   "bootstrap 95 % interval (`ci_low`, `ci_high`; never-crossing seeds at last step + 1) and the "
                   "log-rank test. Figure: `figures/survival.png`.", "",
                   _label_methods(survival.drop(columns=["task"], errors="ignore")).to_markdown(index=False, floatfmt=".3g"), ""]
     if toy is not None:
-        summary = toy.groupby(["method", "G"])["step"].median().unstack("G")
+        summary = crossing_summary(outcome_records(toy), by=("method", "G")).pivot(
+            index="method", columns="G", values="km_median")
         summary.index = [palette.label(m) for m in summary.index]
         toy_defaults = ToyConfig(method="grpo", group_size=8, seed=0)
         sparse_start = toy_defaults.initial_success[toy_defaults.target_reward]
         lines += ["## Beyond the paper: mechanism toy", "",
-                  f"Median steps until a sparse reward starting at {sparse_start:.0%} reaches "
-                  f"{toy_defaults.threshold:g} success, per group size "
+                  f"Median steps (Kaplan-Meier; empty: fewer than half reached it) until a sparse reward starting at "
+                  f"{sparse_start:.0%} reaches {toy_defaults.threshold:g} success, per group size "
                   f"(`dara.analysis.mechanism_toy`, {toy['seed'].nunique()} seeds; {int((~toy['reached']).sum())} runs censored). "
                   "Figure: `figures/toy.png`.", "", summary.to_markdown(floatfmt="g"), ""]
     lines += ["## Figures", "", "`figures/`: fig1b, fig2, fig3, fig4, fig5, fig6 (paper analogues), survival, toy, "

@@ -60,25 +60,25 @@ def step0_table(policies: Path) -> str:
 def headline_table(tables: Path, config: dict) -> str:
     """The headline from first_crossing.csv: per method and G, the first step the tool task's format reward reaches
     its threshold (``tasks.tool``, ``format_reward``, ``format_threshold`` in analysis/config.yaml), summarised by
-    ``dara.analysis.tables.crossing_summary`` exactly as first_crossing.md is (never-crossing seeds count as later
-    than any step), and the claims about it from claims.csv (effect size with its bootstrap interval, raw and
-    Holm-adjusted p, verdict)."""
+    ``dara.analysis.crossing.crossing_summary`` exactly as first_crossing.md and the claims are (the Kaplan-Meier
+    median and quartiles, never-crossing seeds censored at their last step), and the claims about it from claims.csv
+    (effect size with its bootstrap interval, raw and Holm-adjusted p, verdict)."""
     import numpy as np
     import pandas as pd
 
     from dara.analysis import palette
-    from dara.analysis.tables import crossing_summary
+    from dara.analysis.crossing import crossing_summary, step_text
 
     task, reward, threshold = config["tasks"]["tool"], config["format_reward"], float(config["format_threshold"])
     runs = pd.read_csv(tables / "first_crossing.csv")
     runs = runs[(runs["task"] == task) & (runs["reward"] == reward) & np.isclose(runs["threshold"], threshold)]
     summary = crossing_summary(runs, by=("method", "G"))
-    show = lambda value: "never" if pd.isna(value) else f"{value:g}"  # noqa: E731 - NaN: not reached by enough seeds
-    lines = [f"| method | G | seeds | reached {threshold:g} | median first step (q25-q75) |", "|---|---|---|---|---|"]
+    lines = [f"| method | G | seeds | reached {threshold:g} | median steps to cross, Kaplan-Meier (q25-q75) |",
+             "|---|---|---|---|---|"]
     for method in palette.ordered(summary["method"].unique()):
         for row in summary[summary["method"] == method].sort_values("G").itertuples():
-            lines.append(f"| {palette.label(method)} | {row.G} | {row.n_runs} | {row.n_crossed} | {show(row.median)} "
-                         f"({show(row.q25)}-{show(row.q75)}) |")
+            lines.append(f"| {palette.label(method)} | {row.G} | {row.n_runs} | {row.n_crossed} | "
+                         f"{step_text(row.km_median)} ({step_text(row.km_q25)}-{step_text(row.km_q75)}) |")
     claims = pd.read_csv(tables / "claims.csv")
     claims = claims[claims["claim"].str.contains(f"{reward} {threshold:g} on {task}", regex=False)]
     lines += ["", "| claim | ours | median difference in steps [95 % CI] | p (raw) | p (Holm) | verdict |",

@@ -1,7 +1,8 @@
 """Beyond the paper: time to format 0.8 as survival analysis, with effect sizes.
 
 A run that never reaches the threshold is censored at its last step, not dropped. Left: Kaplan-Meier
-curves of the fraction of seeds still below the threshold, per method. Middle: the paper's statistic, the
+curves of the fraction of seeds still below the threshold, per method; where a curve falls to one half is the study's
+median (``km_median``, as every table shows it: ``dara.analysis.crossing``). Middle: the paper's statistic, the
 median over the seeds that crossed (never-crossing seeds dropped), with every seed's step shown. Right: each
 method's median crossing step minus GDPO's with its two-level bootstrap 95 % interval (warm starts, then seeds
 within them; never-crossing seeds at their last step + 1) and the p-value of the log-rank test against GDPO
@@ -15,18 +16,20 @@ import pandas as pd
 from dara.analysis import figures, palette
 from dara.analysis.claims import warm_starts
 from dara.analysis.cli import parse_inputs
-from dara.analysis.effect_size import bootstrap_median_difference, crossing_steps
+from dara.analysis.crossing import (crossing_records, median_crossing_step, median_of_crossed, steps_never_after_last,
+                                    survival_durations)
+from dara.analysis.effect_size import bootstrap_median_difference
 from dara.analysis.figures import save_figure
-from dara.analysis.kaplan_meier import kaplan_meier, stratified_logrank_test
+from dara.analysis.kaplan_meier import stratified_logrank_test
 from dara.analysis.runs import WARM_START
-from dara.analysis.tables import crossing_records, main_group_size, survival_durations
+from dara.analysis.tables import main_group_size
 from dara.io import write_csv_atomic
 
 BASELINE = "gdpo"
 
 
 def survival_table(durations: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
-    """Per method: runs, crossings, Kaplan-Meier median, the paper's median of crossed seeds, and against
+    """Per method: runs, crossings, the study's (Kaplan-Meier) median, the paper's median of crossed seeds, and against
     ``baseline`` the median difference in steps with its two-level bootstrap 95 % interval (warm starts, then seeds)
     and the log-rank test stratified by warm start, over the warm starts both arms trained from."""
     rows = []
@@ -34,10 +37,10 @@ def survival_table(durations: pd.DataFrame, baseline: str = BASELINE) -> pd.Data
     base = durations[durations["method"] == baseline]
     for method in palette.ordered(durations["method"].unique()):
         runs = durations[durations["method"] == method]
-        km = kaplan_meier(runs["duration"], runs["observed"])
-        crossed = runs.loc[runs["observed"], "duration"]
+        median = median_crossing_step(runs["step"], runs["last_step"])
         row = {"method": method, "n_runs": len(runs), "n_crossed": int(runs["observed"].sum()),
-               "km_median": km.median, "median_of_crossed": float(crossed.median()) if len(crossed) else np.nan,
+               "km_median": median if np.isfinite(median) else np.nan,
+               "median_of_crossed": median_of_crossed(runs["step"]),
                "versus": baseline, "median_difference": np.nan, "ci_low": np.nan, "ci_high": np.nan,
                "logrank_statistic": np.nan, "logrank_p": np.nan}
         if method != baseline and not base.empty:
@@ -48,8 +51,8 @@ def survival_table(durations: pd.DataFrame, baseline: str = BASELINE) -> pd.Data
                 rows.append(row)
                 continue
             ours, theirs = (frame[frame[WARM_START].isin(shared)] for frame in (runs, base))
-            effect = bootstrap_median_difference(crossing_steps(ours), crossing_steps(theirs), ours[WARM_START],
-                                                 theirs[WARM_START])
+            effect = bootstrap_median_difference(steps_never_after_last(ours), steps_never_after_last(theirs),
+                                                 ours[WARM_START], theirs[WARM_START])
             pair = pd.concat([ours, theirs])
             test = stratified_logrank_test(pair["duration"], pair["observed"], pair["method"] == method,
                                            pair[WARM_START])
@@ -90,7 +93,7 @@ def main(argv=None):
     if metrics is None:
         raise SystemExit(f"survival needs runs of {task}")
     group_size = main_group_size(metrics)
-    records = crossing_records(metrics[(metrics["G"] == group_size) & (metrics["step"] >= 1)], {reward: [threshold]})
+    records = crossing_records(metrics[metrics["G"] == group_size], {reward: [threshold]})
     durations = survival_durations(records)
     table = survival_table(durations)
     write_csv_atomic(inputs.tables / "survival.csv", table.assign(task=task, G=group_size, reward=reward, threshold=threshold))
@@ -109,7 +112,7 @@ def main(argv=None):
         paper_ax.plot(position + np.asarray(jitter)[~crossed], runs["duration"][~crossed], "x", ms=5,
                       color=palette.color(method))
         if crossed.any():
-            median = float(runs.loc[crossed, "duration"].median())
+            median = median_of_crossed(runs["step"])
             paper_ax.plot([position - 0.3, position + 0.3], [median, median], color="black", lw=1.5)
     paper_ax.set_xticks(range(len(methods)), [palette.label(m) for m in methods], rotation=30, ha="right")
     figures.finish(paper_ax, "method", f"first step {reward} ≥ {threshold}",

@@ -1,7 +1,9 @@
 """Beyond the paper: the mechanism toy (dara.analysis.mechanism_toy). A Bernoulli policy with one dense reward and
 one sparse reward (starting at 1 %) trained with each method's advantages; steps until the sparse
-reward's success probability reaches 0.8, per method and group size (fixed 256 responses per step).
-Runs in seconds; no model, no data. Output: results/<scale>/figures/toy.{png,pdf}, tables/toy.csv.
+reward's success probability reaches 0.8, per method and group size (fixed 256 responses per step): the study's
+median and interquartile range (Kaplan-Meier, a run that never reaches it censored at its last step:
+dara.analysis.crossing). Runs in seconds; no model, no data. Output: results/<scale>/figures/toy.{png,pdf},
+tables/toy.csv.
 """
 
 import argparse
@@ -11,6 +13,7 @@ import torch
 
 from dara.analysis import figures, palette
 from dara.analysis.config import load_analysis_config
+from dara.analysis.crossing import crossing_summary, outcome_records
 from dara.analysis.figures import save_figure
 from dara.io import write_csv_atomic
 from dara.analysis.mechanism_toy import steps_to_threshold
@@ -34,17 +37,23 @@ def main(argv=None):
 
     figure, axes = figures.new_figure(1, width_per_panel=4.2, height=3.0)
     ax = axes[0]
-    for method in palette.ordered(runs["method"].unique()):
-        rows = runs[runs["method"] == method]
-        # never-reached runs are censored at max_steps; plotting them at that step is an underestimate
-        stats = rows.groupby("G")["step"].quantile([0.25, 0.5, 0.75]).unstack()
-        ax.errorbar(stats.index, stats[0.5], yerr=[stats[0.5] - stats[0.25], stats[0.75] - stats[0.5]],
-                    color=palette.color(method), marker=palette.marker(method), ms=4, lw=1.3, capsize=2,
-                    label=palette.label(method))
+    summary = crossing_summary(outcome_records(runs), by=("method", "G"))
+    last_step = float(runs["step"].max())
+    for method in palette.ordered(summary["method"].unique()):
+        rows = summary[summary["method"] == method].sort_values("G")
+        # a quartile or median not reached by the last step is drawn there, its marker open
+        median, low, high = (rows[column].fillna(last_step).to_numpy(float)
+                             for column in ("km_median", "km_q25", "km_q75"))
+        reached = rows["km_median"].notna().to_numpy()
+        ax.errorbar(rows["G"], median, yerr=[median - low, high - median], color=palette.color(method),
+                    marker=palette.marker(method), ms=4, lw=1.3, capsize=2, label=palette.label(method))
+        if not reached.all():
+            ax.plot(rows["G"].to_numpy()[~reached], median[~reached], palette.marker(method), mfc="white",
+                    color=palette.color(method), ms=4, ls="none")
     ax.set_xscale("log", base=2)
     ax.set_xticks(group_sizes, [str(g) for g in group_sizes])
     figures.finish(ax, "group size G (responses per prompt)", "steps until sparse success ≥ 0.8",
-                   f"Mechanism toy: median and IQR over {seeds} seeds"
+                   f"Mechanism toy: median (Kaplan-Meier) and IQR over {seeds} seeds"
                    + ("" if runs["reached"].all() else f"\n{int((~runs['reached']).sum())} runs censored at their last step"))
     figure.tight_layout()
     save_figure(figure, out / "figures" / "toy")

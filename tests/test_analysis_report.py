@@ -5,10 +5,11 @@ import pandas as pd
 import pytest
 
 from dara.analysis import claims, palette
+from dara.analysis.crossing import crossing_summary
 from dara.analysis.figures import save_figure
 from dara.analysis.paper_comparison import crossing_comparison, table_comparison
 from dara.analysis.paper_reference import PaperReference, PaperStatement
-from dara.analysis.tables import crossing_summary, final_checkpoint, main_group_size
+from dara.analysis.tables import final_checkpoint, main_group_size
 from dara.io import write_text_atomic
 
 NO_PAPER = PaperStatement("", "")  # claims whose paper side a test does not look at
@@ -151,14 +152,18 @@ def test_sparse_upweighted_is_a_regime_check_read_from_each_runs_first_rollout_b
 
 
 def test_crossing_comparison_against_the_paper_medians():
-    paper = pd.read_csv("analysis/reference/format_crossing_steps.csv", dtype={"step": "Float64"})
-    ours = _records({"grpo": [40, 41, 42], "gdpo": [20, None, 22], "dara_asym": [10, 11, 12]})
+    paper = PaperReference("analysis/reference").crossing_steps()
+    ours = _records({"grpo": [40, 41, 42], "gdpo": [20, None, 22], "dara_asym": [10, 11, 12], "dara_sym": [9, 12]})
     table = crossing_comparison(ours, paper).set_index("method")
-    assert table.loc["grpo", "paper_median"] == 34 and table.loc["gdpo", "paper_median"] == 19
-    assert table.loc["dara_asym", "paper_median"] == 14 and table.loc["dara_sym", "paper_median"] == 15
-    assert table.loc["gdpo", "ours_median"] == 22  # the never-crossing seed counts as latest
+    assert table.loc["grpo", "paper_km_median"] == 34 and table.loc["gdpo", "paper_km_median"] == 19
+    assert table.loc["dara_asym", "paper_km_median"] == 14 and table.loc["dara_sym", "paper_km_median"] == 15
+    assert table.loc["gdpo", "ours_km_median"] == 22  # the never-crossing seed is censored after every crossing
+    # two seeds: Kaplan-Meier's median is where half have crossed, 9, not numpy's 10.5 between them
+    assert table.loc["dara_sym", "ours_km_median"] == 9
     assert table.loc["dara_asym", "difference"] == 11 - 14
-    assert table.loc["dvao", "ours_steps"] == "no runs" and np.isnan(table.loc["dvao", "paper_median"])
+    # the paper's DVAO: 60, never, never within its 100 steps
+    assert table.loc["dvao", "paper_steps"] == "60 never never" and np.isnan(table.loc["dvao", "paper_km_median"])
+    assert table.loc["dvao", "ours_steps"] == "no runs" and np.isnan(table.loc["dvao", "ours_km_median"])
 
 
 def test_reference_crossing_steps_reproduce_the_papers_medians():
@@ -178,11 +183,14 @@ def test_table_comparison_keeps_unmatched_rows():
     assert np.isnan(merged.loc["grpo", "ours"]) and np.isnan(merged.loc["dara_sym", "paper"])
 
 
-def test_crossing_summary_median_is_never_when_half_never_cross():
-    summary = crossing_summary(_records({"gdpo": [10, None, None], "grpo": [10, 20, None]})).set_index("method")
-    assert np.isnan(summary.loc["gdpo", "median"]) and summary.loc["gdpo", "n_crossed"] == 1
-    assert summary.loc["grpo", "median"] == 20 and summary.loc["grpo", "max"] == 20
+def test_crossing_summary_median_is_never_when_fewer_than_half_cross():
+    summary = crossing_summary(_records({"gdpo": [10, None, None], "grpo": [10, 20, None],
+                                         "dara_sym": [10, None, 30, None]})).set_index("method")
+    assert np.isnan(summary.loc["gdpo", "km_median"]) and summary.loc["gdpo", "n_crossed"] == 1
+    assert summary.loc["grpo", "km_median"] == 20 and summary.loc["grpo", "max"] == 20
     assert summary.loc["grpo", "steps"] == "10 20 never"
+    # exactly half crossed: Kaplan-Meier falls to 1/2 at the second crossing (numpy's median would say never)
+    assert summary.loc["dara_sym", "km_median"] == 30 and np.isnan(summary.loc["dara_sym", "km_q75"])
 
 
 def test_final_checkpoint_picks_last_or_named_step_and_names_missing_runs():
@@ -244,8 +252,9 @@ def test_crossing_markers_filled_at_median_open_when_never():
     from dara.analysis.figures import mark_crossings
 
     figure, ax = plt.subplots()
-    crossings = pd.DataFrame({"method": ["dara_sym"] * 3 + ["gdpo"] * 3, "step": [10, 12, 14, 20, np.nan, np.nan]})
-    mark_crossings(ax, crossings, lambda method, step: 0.5, lambda method: 30.0)
+    crossings = pd.DataFrame({"method": ["dara_sym"] * 3 + ["gdpo"] * 3, "step": [10, 12, 14, 20, np.nan, np.nan],
+                              "last_step": 30})
+    mark_crossings(ax, crossings, lambda method, step: 0.5)
     gdpo_marker, dara_marker = ax.lines  # drawn in the palette order: baselines first
     assert dara_marker.get_xdata().tolist() == [12.0] and dara_marker.get_markerfacecolor() != "none"
     assert gdpo_marker.get_xdata().tolist() == [30.0] and gdpo_marker.get_markerfacecolor() == "none"
@@ -253,7 +262,7 @@ def test_crossing_markers_filled_at_median_open_when_never():
 
 
 def test_crossing_records_do_not_count_the_step0_policy():
-    from dara.analysis.tables import crossing_records
+    from dara.analysis.crossing import crossing_records
 
     metrics = pd.DataFrame({"task": "t", "method": "gdpo", "G": 8, "seed": 0, "step": [0, 1, 2, 3],
                             "reward/format": [0.9, 0.1, 0.85, 0.9]})

@@ -24,6 +24,15 @@ def test_kaplan_meier_censored_at_event_time_is_still_at_risk():
     assert km.survival[-1] == pytest.approx(0.5)
 
 
+def test_kaplan_meier_median_and_quartiles_at_exactly_one_half_despite_rounding():
+    # 24 runs, one crossing per step 1..12, the rest censored at 30: S after step 12 is 12/24 = 1/2, which the
+    # product (23/24)(22/23)...(12/13) misses by a rounding error (it was 0.5000000000000001 and the median slipped)
+    km = kaplan_meier([*range(1, 13), *[30] * 12], [True] * 12 + [False] * 12)
+    assert km.median == 12.0 and km.quantile(0.25) == 6.0 and km.quantile(0.75) is None
+    with pytest.raises(ValueError, match="strictly between 0 and 1"):
+        km.quantile(1.0)
+
+
 def test_kaplan_meier_all_censored_has_no_median():
     km = kaplan_meier([100, 100, 100], [False, False, False])
     assert km.median is None and km.survival.tolist() == [1.0]

@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from dara.analysis.runs import WARM_START, load_evaluations, load_metrics
-from dara.analysis.tables import crossing_records, paper_metrics
+from dara.analysis.crossing import crossing_records
+from dara.analysis.tables import paper_metrics
 from script_loader import load_script
 
 

@@ -31,9 +31,10 @@ ALLOWED = {
     "dara.diagnose": {"dara.advantages", "dara.io", "dara.methods"},
     # the `dara` command: it imports a command's module by name when that command runs
     "dara.__main__": set(),
-    # the calibration pilots: short tiny runs and the pipeline's own held-out evaluation of them
-    "dara.pilot": {"dara.advantages", "dara.evaluation", "dara.experiments", "dara.io", "dara.runs", "dara.tasks",
-                   "dara.tiny"},
+    # the calibration pilots: short tiny runs and the pipeline's own held-out evaluation of them, their crossing
+    # steps counted and summarised as the analysis does (dara.analysis.crossing)
+    "dara.pilot": {"dara.advantages", "dara.analysis", "dara.evaluation", "dara.experiments", "dara.io", "dara.runs",
+                   "dara.tasks", "dara.tiny"},
     "dara.trl": {"dara.advantages", "dara.diagnose", "dara.experiments", "dara.io", "dara.methods",
                  "dara.provenance", "dara.rewards", "dara.runs", "dara.tasks", "dara.tiny"},
     # inside verl's processes: the algorithm and the rewards, nothing of the launcher, the workflow or the analysis

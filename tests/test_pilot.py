@@ -2,11 +2,12 @@
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
 
-from dara.pilot import _assignments, _finished_run, summarise_run
+from dara.pilot import _assignments, _finished_run, summarise_run, summary_table
 
 
 def test_assignments_parse_yaml_scalars_and_refuse_a_missing_value():
@@ -43,6 +44,8 @@ def test_summarise_run_reads_the_regime_numbers():
     assert summary["energy_share_calibrated0/format"] == pytest.approx(0.5)
     # two thresholds of one reward are two crossings; row 0 (before any update) does not count
     assert summary["crossing/format>=0.5"] == 5 and summary["crossing/format>=0.65"] == 7
+    assert np.isnan(summarise_run(_metrics(), ("format",), [("format", 0.95)], w_max=5.0)["crossing/format>=0.95"])
+    assert summary["last_step"] == 7  # where a crossing never reached is censored
     assert summary["mean_last/correctness"] == pytest.approx(0.4)
 
 
@@ -63,3 +66,20 @@ def test_a_finished_run_is_reused_only_with_the_same_settings(tmp_path):
     assert len(_finished_run(run)) == 8
     (folder / "config.yaml").write_text(yaml.safe_dump({**recorded, "learning_rate": 0.5}))
     assert _finished_run(run) is None  # another pilot's learning rate
+
+
+def test_the_summary_gives_the_studys_median_of_crossing_steps(tmp_path):
+    # four seeds: two cross at 10 and 30, two never within their 40 steps. Kaplan-Meier falls to 1/2 at 30 (numpy's
+    # median with never as infinity would say "never"); three seeds of which one crosses: never
+    pilot = tmp_path / "lr3e-4" / "pilot.csv"
+    pilot.parent.mkdir()
+    pd.DataFrame({"method": ["gdpo"] * 4 + ["grpo"] * 3, "seed": [0, 1, 2, 3, 0, 1, 2],
+                  "crossing/format>=0.8": [10, np.nan, 30, np.nan, 12, np.nan, np.nan],
+                  "last_step": 40}).to_csv(pilot, index=False)
+    table = summary_table([pilot])
+    cells = {row[1]: row[3] for row in ([cell.strip() for cell in line.strip("|").split("|")]
+                                        for line in table.splitlines()[2:])}
+    assert cells == {"gdpo": "30", "grpo": "never"}
+    # a pilot.csv from before last_step was written: its runs had one length, past every crossing
+    pd.read_csv(pilot).drop(columns="last_step").to_csv(pilot, index=False)
+    assert summary_table([pilot]) == table

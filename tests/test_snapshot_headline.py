@@ -1,21 +1,29 @@
-"""The README's headline block and first_crossing.md summarise the same runs with one rule
-(dara.analysis.tables.crossing_summary), for the task, reward and threshold analysis/config.yaml names."""
+"""The README's headline block, first_crossing.md and the claims summarise the same runs with one rule
+(dara.analysis.crossing.crossing_summary: the Kaplan-Meier median), for the task, reward and threshold
+analysis/config.yaml names."""
 
+import re
 import runpy
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from dara.analysis.claims import claims_frame
 from dara.analysis.config import load_analysis_config
-from dara.analysis.tables import crossing_summary
+from dara.analysis.crossing import crossing_records, crossing_summary
+from dara.analysis.paper_comparison import headline_claims
+from dara.analysis.paper_reference import PaperReference
 
 REPO = Path(__file__).resolve().parents[1]
+CONFIG = load_analysis_config(REPO / "analysis" / "config.yaml", "tiny")
+
+
+def _headline_table():
+    return runpy.run_path(str(REPO / "analysis" / "snapshot.py"))["headline_table"]
 
 
 def test_headline_block_uses_the_first_crossing_summary(tmp_path):
-    snapshot = runpy.run_path(str(REPO / "analysis" / "snapshot.py"))
-    config = load_analysis_config(REPO / "analysis" / "config.yaml", "tiny")
     steps = {"gdpo": [10, 11, 13, 14, np.nan], "dara_sym": [8, 9, 9, 12, 20]}
     records = pd.DataFrame([
         {"task": "toolcall", "method": method, "G": 4, "seed": seed, "reward": "format", "threshold": 0.8,
@@ -31,10 +39,43 @@ def test_headline_block_uses_the_first_crossing_summary(tmp_path):
                   {"claim": "something else", "ours": "y", "median_difference": np.nan, "ci_low": np.nan,
                    "ci_high": np.nan, "p_raw": np.nan, "p_holm": np.nan, "verdict": "not testable"}]).to_csv(
         tmp_path / "claims.csv", index=False)
-    text = snapshot["headline_table"](tmp_path, config)
+    text = _headline_table()(tmp_path, CONFIG)
+    assert "median steps to cross, Kaplan-Meier (q25-q75)" in text  # the header names which median
     expected = crossing_summary(records[records["threshold"] == 0.8], by=("method", "G")).set_index("method")
     gdpo = expected.loc["gdpo"]
-    assert f"| GDPO | 4 | 5 | 4 | {gdpo['median']:g} ({gdpo['q25']:g}-{gdpo['q75']:g}) |" in text
+    assert f"| GDPO | 4 | 5 | 4 | {gdpo['km_median']:g} ({gdpo['km_q25']:g}-{gdpo['km_q75']:g}) |" in text
     sym = expected.loc["dara_sym"]
-    assert f"| DARA-Sym | 4 | 5 | 5 | {sym['median']:g} ({sym['q25']:g}-{sym['q75']:g}) |" in text
+    assert f"| DARA-Sym | 4 | 5 | 5 | {sym['km_median']:g} ({sym['km_q25']:g}-{sym['km_q75']:g}) |" in text
     assert "-2 [-3, -1] | 0.01 | 0.03 | supported" in text and "something else" not in text
+
+
+def _metrics(first_steps: dict[str, list], n_steps: int = 30) -> pd.DataFrame:
+    """A metrics frame of toolcall runs at G=4 whose format reward jumps from 0.1 to 0.9 at each run's given step
+    (None: never); row 0, the starting policy, already scores 0.9, which no crossing may count."""
+    rows = []
+    for method, steps in first_steps.items():
+        for seed, first in enumerate(steps):
+            for step in range(n_steps + 1):
+                reached = step == 0 or (first is not None and step >= first)
+                rows.append({"task": "toolcall", "method": method, "G": 4, "seed": seed, "step": step,
+                             "reward/format": 0.9 if reached else 0.1})
+    return pd.DataFrame(rows)
+
+
+def test_the_headline_and_the_claims_give_the_same_median_of_the_same_runs(tmp_path):
+    # four seeds an arm, so numpy's median (the mean of the two middle seeds) and Kaplan-Meier's differ: DARA-Sym
+    # 10.5 vs 9, GDPO 12 vs 11 (its never-crossing seed censored at step 30)
+    metrics = _metrics({"dara_sym": [8, 9, 12, 20], "gdpo": [10, 11, 13, None]})
+    crossings = crossing_records(metrics, {"format": [0.8]})
+    crossings.to_csv(tmp_path / "first_crossing.csv", index=False)
+    claims = headline_claims(crossings, None, None, None, CONFIG, PaperReference(REPO / "analysis" / "reference"))
+    claims_frame(claims).to_csv(tmp_path / "claims.csv", index=False)
+
+    headline = _headline_table()(tmp_path, CONFIG)
+    shown = {label: float(median) for label, median in re.findall(r"^\| (DARA-Sym|GDPO) \| 4 \| 4 \| \d \| ([\d.]+) ",
+                                                                  headline, re.M)}
+    claim = next(c for c in claims if c.claim == "DARA-Sym reaches format 0.8 on toolcall (G=4) in fewer steps "
+                                                 "than GDPO")
+    in_claim = re.search(r"KM median step ([\d.]+) vs ([\d.]+)", claim.ours)
+    assert shown == {"DARA-Sym": 9.0, "GDPO": 11.0}
+    assert (float(in_claim[1]), float(in_claim[2])) == (shown["DARA-Sym"], shown["GDPO"])

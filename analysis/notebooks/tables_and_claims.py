@@ -28,10 +28,11 @@ from IPython.display import display
 from dara.analysis import figures
 from dara.analysis.config import load_analysis_config
 from dara.analysis.runs import load_evaluations, load_metrics
-from dara.analysis.effect_size import bootstrap_median_difference, crossing_steps
+from dara.analysis.crossing import crossing_records, steps_never_after_last, survival_durations, training_steps
+from dara.analysis.effect_size import bootstrap_median_difference
 from dara.analysis.kaplan_meier import logrank_test
 from dara.analysis.paper_reference import PaperReference
-from dara.analysis.tables import crossing_records, main_group_size, survival_durations
+from dara.analysis.tables import main_group_size
 
 # JupyterLab starts a kernel in the notebook's folder, the tests in the repository root: find the root (the
 # folder with the Snakefile) from either; a relative DARA_RESULTS is taken from the root too.
@@ -70,7 +71,7 @@ figure.tight_layout()
 # whose slow seeds fail. Kaplan-Meier keeps them, censored at their last step.
 
 # %%
-train = metrics[(metrics["task"] == "toolcall") & (metrics["step"] >= 1)]
+train = training_steps(metrics[metrics["task"] == "toolcall"])
 train = train[train["G"] == main_group_size(train)]
 durations = survival_durations(crossing_records(train, {"format": [0.8]}))
 figure, axes = figures.new_figure(1, width_per_panel=4.5, height=3.0)
@@ -83,7 +84,7 @@ for method in ("dara_sym", "dara_asym"):
     if len(runs) and len(gdpo):
         test = logrank_test(runs["duration"], runs["observed"], gdpo["duration"], gdpo["observed"])
         # how many steps faster, not only whether: never-crossing seeds count from their last step + 1
-        effect = bootstrap_median_difference(crossing_steps(runs), crossing_steps(gdpo))
+        effect = bootstrap_median_difference(steps_never_after_last(runs), steps_never_after_last(gdpo))
         print(f"{method} vs gdpo: median difference {effect.text()}; log-rank chi2={test.statistic:.3g}, "
               f"p={test.p_value:.3g}")
 
@@ -94,7 +95,7 @@ for method in ("dara_sym", "dara_asym"):
 # `analysis/reference/`.
 
 # %%
-PaperReference(REFERENCE).crossing_medians("1.5B").rename("paper median step (inf: never)")
+PaperReference(REFERENCE).crossing_medians("1.5B").rename("paper's median steps to cross, Kaplan-Meier (inf: never)")
 
 # %%
 claims = RESULTS / "tables" / "claims.csv"

@@ -27,8 +27,9 @@ import matplotlib.pyplot as plt
 
 from dara.analysis import figures
 from dara.analysis.config import load_analysis_config
+from dara.analysis.crossing import crossing_records, crossing_summary, training_steps
 from dara.analysis.runs import load_metrics, reward_names
-from dara.analysis.tables import crossing_records, crossing_summary, main_group_size
+from dara.analysis.tables import main_group_size
 
 # JupyterLab starts a kernel in the notebook's folder, the tests in the repository root: find the root (the
 # folder with the Snakefile) from either; a relative DARA_RESULTS is taken from the root too.
@@ -50,7 +51,7 @@ runs.groupby(["task", "G"]).size().rename("runs").to_frame()
 
 # %%
 tool = metrics[metrics["task"] == "toolcall"]
-tool = tool[(tool["G"] == main_group_size(tool)) & (tool["step"] >= 1)]
+tool = training_steps(tool[tool["G"] == main_group_size(tool)])
 figure, axes = figures.new_figure(3)
 figures.plot_seed_bands(axes[0], tool, "reward/format")
 figures.finish(axes[0], "training step", "format reward (batch mean)", "format reward", legend=False)
@@ -69,7 +70,7 @@ figure.tight_layout()
 # %%
 for task in sorted(metrics["task"].unique()):
     rows = metrics[metrics["task"] == task]
-    rows = rows[(rows["G"] == main_group_size(rows)) & (rows["step"] >= 1)]
+    rows = training_steps(rows[rows["G"] == main_group_size(rows)])
     names = [name for name in reward_names(rows) if name != "sum"]
     figure, axes = figures.new_figure(len(names), width_per_panel=2.8)
     for ax, name in zip(axes, names):
@@ -82,11 +83,13 @@ for task in sorted(metrics["task"].unique()):
 # ## When does the format reward reach 0.8?
 #
 # The paper counts the first training step with format >= 0.8 (unsmoothed), median over seeds: 14 (DARA-Asym),
-# 19 (GDPO) and 34 (GRPO) steps at 1.5B. A seed that never gets there counts as later than any step here.
+# 19 (GDPO) and 34 (GRPO) steps at 1.5B. Here, as in every table of the study, the median is the Kaplan-Meier one
+# (`km_median`): the first step by which half of the seeds crossed, a seed that never gets there censored at its
+# last step.
 
 # %%
 records = crossing_records(tool, {"format": [0.8]})
-crossing_summary(records)[["method", "G", "n_runs", "n_crossed", "median", "q25", "q75", "steps"]]
+crossing_summary(records)[["method", "G", "n_runs", "n_crossed", "km_median", "km_q25", "km_q75", "steps"]]
 
 # %%
 plt.close("all")

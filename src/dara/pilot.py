@@ -44,6 +44,7 @@ import yaml
 import torch
 
 from dara.advantages import density_weights, energy_shares
+from dara.analysis.crossing import first_crossing, median_crossing_step, step_text
 from dara.io import write_csv_atomic
 
 
@@ -83,8 +84,9 @@ def summarise_run(metrics: pd.DataFrame, rewards: tuple[str, ...], crossings: li
             out[f"{name}0/{reward}"] = shares[0][reward]
             out[f"{name}_first5/{reward}"] = float(np.nanmedian([s[reward] for s in shares]))
     for reward, threshold in crossings:
-        reached = metrics[(metrics["step"] >= 1) & (metrics[f"reward/{reward}"] >= threshold)]
-        out[f"crossing/{reward}>={threshold:g}"] = int(reached["step"].iloc[0]) if len(reached) else np.nan
+        step = first_crossing(metrics["step"], metrics[f"reward/{reward}"], threshold)  # from step 1, as the tables
+        out[f"crossing/{reward}>={threshold:g}"] = np.nan if step is None else step
+    out["last_step"] = int(last["step"])  # where a crossing never reached is censored (summary_table)
     out["entropy_last"] = last["entropy"]
     out["seconds_per_step"] = float(metrics["seconds"].median())
     return out
@@ -157,8 +159,9 @@ SUMMARY_COLUMNS = {
 
 
 def summary_table(pilot_csvs: list[Path]) -> str:
-    """One markdown row per pilot and method: the medians over seeds of the columns in ``SUMMARY_COLUMNS`` (a
-    crossing never reached counts as later than any step; "never" when half the seeds never crossed)."""
+    """One markdown row per pilot and method: the medians over seeds of the columns in ``SUMMARY_COLUMNS``; a
+    crossing step's is the study's median (``dara.analysis.crossing.median_crossing_step``: Kaplan-Meier, a crossing
+    never reached censored at the run's last step; "never" when fewer than half the seeds crossed)."""
     rows = []
     for path in pilot_csvs:
         frame = pd.read_csv(path)
@@ -168,8 +171,10 @@ def summary_table(pilot_csvs: list[Path]) -> str:
                 if column in runs and column != "seeds":
                     values = runs[column].astype(float)
                     if column.startswith("crossing/"):
-                        median = float(np.median(values.fillna(np.inf)))
-                        row[label] = "never" if np.isinf(median) else f"{median:g}"
+                        # the study's median (Kaplan-Meier); pilot.csv files written before it had last_step hold
+                        # runs of one length, so a never-crossing seed ran past every crossing of its pilot
+                        last_steps = runs["last_step"] if "last_step" in runs else None
+                        row[label] = step_text(median_crossing_step(values, last_steps))
                     else:
                         row[label] = f"{values.median():.3g}"
             rows.append(row)

@@ -24,8 +24,9 @@ Crossing claims (:func:`faster_crossing`): a log-rank test stratified by warm st
 two-sided), never-crossing runs censored at their last step. The direction is the sign of the method's observed
 minus expected crossings summed over warm starts (more crossings than expected: faster). The effect size is the
 difference of median crossing steps (never-crossing runs at their last step + 1) with a two-level bootstrap 95 %
-interval (:mod:`dara.analysis.effect_size`), and the same difference per warm start; Kaplan-Meier medians stand in
-the text. Nothing of the effect size decides the verdict.
+interval (:mod:`dara.analysis.effect_size`), and the same difference per warm start; the study's median stands in
+the text (``crossing.median_crossing_step``: Kaplan-Meier, the one the headline and every table show). Nothing of the
+effect size decides the verdict.
 
 Non-inferiority claims (:func:`not_lower`, "not lower"/"not higher"), on per-run final scores with a margin per
 metric (``non_inferiority`` in ``analysis/config.yaml``, each with its reason). With d = method minus baseline
@@ -61,12 +62,12 @@ import numpy as np
 import pandas as pd
 
 from dara.analysis import palette
-from dara.analysis.effect_size import (bootstrap_mean_difference, bootstrap_median_difference, crossing_steps,
-                                       per_warm_start_differences)
-from dara.analysis.kaplan_meier import kaplan_meier, stratified_logrank_test
+from dara.analysis.crossing import median_crossing_step, step_text, steps_never_after_last, survival_durations
+from dara.analysis.effect_size import bootstrap_mean_difference, bootstrap_median_difference, per_warm_start_differences
+from dara.analysis.kaplan_meier import stratified_logrank_test
 from dara.analysis.paper_reference import PaperStatement
 from dara.analysis.runs import RUN_KEYS
-from dara.analysis.tables import final_checkpoint, survival_durations
+from dara.analysis.tables import final_checkpoint
 
 Verdict = Literal["supported", "refuted", "not significant", "inconclusive", "not informative", "not testable"]
 SIGNIFICANCE = 0.05  # Holm-adjusted p below which a tested claim is supported or refuted
@@ -158,16 +159,6 @@ def _left_out_text(only_one: Sequence, what: str) -> str:
     return f"; {', '.join(f'ws{label}' for label in only_one)} with one arm only, left out of {what}"
 
 
-def _km_median(durations: pd.DataFrame) -> float:
-    """Kaplan-Meier median crossing step; +inf when the curve never falls to one half."""
-    km = kaplan_meier(durations["duration"].to_numpy(float), durations["observed"].to_numpy(bool))
-    return np.inf if km.median is None else km.median
-
-
-def _step_text(value: float) -> str:
-    return "never" if not np.isfinite(value) else f"{value:g}"
-
-
 def _p_text(value: float) -> str:
     return "n/a" if not np.isfinite(value) else f"{value:.3g}"
 
@@ -180,7 +171,7 @@ def faster_crossing(records: pd.DataFrame, method: str, baseline: str, *, paper:
     shared warm starts, two-level bootstrap interval, per warm start; never-crossing runs at last step + 1) stand
     beside the verdict and do not change it.
 
-    ``records``: crossing records (``tables.crossing_records``, or fig5's stable ones) already narrowed to one task,
+    ``records``: crossing records (``crossing.crossing_records``, or fig5's stable ones) already narrowed to one task,
     reward, threshold and group size, with a ``warm_start`` column or without (one warm start).
     """
     claim = f"{palette.label(method)} reaches {what} in fewer steps than {palette.label(baseline)}"
@@ -189,10 +180,11 @@ def faster_crossing(records: pd.DataFrame, method: str, baseline: str, *, paper:
     if ours_rows.empty or base_rows.empty:
         missing = [m for m, rows in ((method, ours_rows), (baseline, base_rows)) if rows.empty]
         return Claim(claim, paper.text, paper.reference, f"no runs of {', '.join(missing)}", "not testable", scale)
-    ours_median, base_median = _km_median(ours_rows), _km_median(base_rows)
+    ours_median, base_median = (median_crossing_step(rows["step"], rows["last_step"])
+                                for rows in (ours_rows, base_rows))
     shared = np.intersect1d(ours_rows["warm_start"], base_rows["warm_start"])
     only_one = np.setxor1d(ours_rows["warm_start"], base_rows["warm_start"])
-    text = (f"KM median step {_step_text(ours_median)} vs {_step_text(base_median)} "
+    text = (f"KM median step {step_text(ours_median)} vs {step_text(base_median)} "
             f"(n={len(ours_rows)} vs {len(base_rows)}; crossed {int(ours_rows['observed'].sum())}/{len(ours_rows)} "
             f"vs {int(base_rows['observed'].sum())}/{len(base_rows)}; {_warm_start_text(len(shared))} shared"
             f"{_left_out_text(only_one, 'the test and the difference')}")
@@ -209,7 +201,7 @@ def faster_crossing(records: pd.DataFrame, method: str, baseline: str, *, paper:
                      f"{text}): no crossing while both arms were at risk within a warm start", "inconclusive", scale,
                      warm_starts=len(shared))
     ours_shared, base_shared = (rows[rows["warm_start"].isin(shared)] for rows in (ours_rows, base_rows))
-    arms = (crossing_steps(ours_shared), crossing_steps(base_shared), ours_shared["warm_start"],
+    arms = (steps_never_after_last(ours_shared), steps_never_after_last(base_shared), ours_shared["warm_start"],
             base_shared["warm_start"])
     effect = bootstrap_median_difference(*arms, confidence=CONFIDENCE)
     per_warm_start = _per_warm_start_text(per_warm_start_differences(*arms, statistic="median"), "+g")

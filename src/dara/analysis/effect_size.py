@@ -31,6 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from dara.analysis.crossing import steps_never_after_last
+
 BOOTSTRAP_SEED = 20261001  # any fixed value: the interval must not change between two builds of REPORT.md
 BOOTSTRAP_RESAMPLES = 10_000
 # the statistic of each arm; nan-aware because a resample pads warm starts with fewer seeds with NaN
@@ -158,6 +160,6 @@ def per_warm_start_differences(a, b, warm_starts_a, warm_starts_b, *, statistic:
 
 def crossing_steps(records: pd.DataFrame) -> np.ndarray:
     """Crossing steps of crossing records (``step``, NaN when never crossed, and ``last_step``), with every
-    never-crossing run put at its last step + 1 (see the module docstring for what that makes of a median)."""
-    steps = records["step"].astype(float)
-    return steps.fillna(records["last_step"].astype(float) + 1).to_numpy(float)
+    never-crossing run put at its last step + 1 (see the module docstring for what that makes of a median). The rule
+    lives with the other censoring rules in :mod:`dara.analysis.crossing`."""
+    return steps_never_after_last(records)

@@ -19,6 +19,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from dara.analysis import palette  # noqa: E402
+from dara.analysis.crossing import median_crossing_step  # noqa: E402
 from dara.analysis.summary import seed_band  # noqa: E402
 from dara.io import replace_atomically  # noqa: E402
 from dara.analysis.kaplan_meier import kaplan_meier  # noqa: E402
@@ -86,20 +87,24 @@ def plot_checkpoint_means(ax, evaluations: pd.DataFrame, column: str, percent: b
 
 
 def mark_crossings(ax, crossings: pd.DataFrame, y_of_step, last_step_of_method=None) -> None:
-    """Markers at each method's median first-crossing step: filled when the median crossed, open at
-    the last step when it did not (more than half of the seeds never reached the threshold).
+    """Markers at each method's median first-crossing step (the study's median, Kaplan-Meier:
+    ``crossing.median_crossing_step``): filled where the median crossed, open at the last step where it did not
+    (fewer than half of the seeds reached the threshold).
 
-    ``crossings``: rows with ``method`` and ``step`` (NaN = never crossed). ``y_of_step(method, step)``
-    gives the marker height (usually the median curve's value there).
+    ``crossings``: crossing records, rows with ``method``, ``step`` (NaN = never crossed) and ``last_step``.
+    ``y_of_step(method, step)`` gives the marker height (usually the median curve's value there);
+    ``last_step_of_method(method)`` where an open marker goes (default: the method's last step in ``crossings``).
     """
+    if last_step_of_method is None:
+        last_steps = crossings.groupby("method")["last_step"].max()
+        last_step_of_method = lambda method: float(last_steps[method])  # noqa: E731
     for method in palette.ordered(crossings["method"].unique()):
-        steps = crossings.loc[crossings["method"] == method, "step"].astype(float)
-        # never-crossed runs count as +inf, so the median is "never" when half or more never crossed
-        median = float(np.median(steps.fillna(np.inf)))
+        runs = crossings[crossings["method"] == method]
+        median = median_crossing_step(runs["step"], runs["last_step"])
         if np.isfinite(median):
             ax.plot([median], [y_of_step(method, median)], marker=palette.marker(method), ms=6,
                     color=palette.color(method), mec="black", mew=0.6, ls="none")
-        elif last_step_of_method is not None:
+        else:
             last = last_step_of_method(method)
             ax.plot([last], [y_of_step(method, last)], marker=palette.marker(method), ms=6, mfc="none",
                     color=palette.color(method), mew=1.2, ls="none")

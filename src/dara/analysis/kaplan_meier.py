@@ -51,7 +51,15 @@ class KaplanMeier:
     @property
     def median(self) -> float | None:
         """The first time S drops to 0.5 or below; None when it never does (too many censored runs)."""
-        below = np.flatnonzero(self.survival <= 0.5)
+        return self.quantile(0.5)
+
+    def quantile(self, fraction: float) -> float | None:
+        """The first time by which ``fraction`` of the runs have had the event (S drops to ``1 - fraction`` or
+        below); None when it never does. ``quantile(0.5)`` is the median."""
+        if not 0 < fraction < 1:
+            raise ValueError(f"fraction must be strictly between 0 and 1, got {fraction}")
+        # the small tolerance keeps 1 - 3/4 = 0.25 from missing S = 0.25 by a rounding error of the product
+        below = np.flatnonzero(self.survival <= 1 - fraction + 1e-12)
         return float(self.times[below[0]]) if len(below) else None
 
     def survival_at(self, time: float) -> float:

@@ -12,6 +12,7 @@ import pandas as pd
 
 from dara.analysis import claims as claim_checks
 from dara.analysis import palette
+from dara.analysis.crossing import median_crossing_step, step_text
 from dara.analysis.paper_reference import PaperReference, PaperStatement
 from dara.analysis.tables import main_group_size
 
@@ -25,28 +26,30 @@ def paper_model_size(model: str) -> str:
 
 
 def crossing_comparison(records: pd.DataFrame, paper_steps: pd.DataFrame, model_size: str = "1.5B") -> pd.DataFrame:
-    """Median first step the format reward reaches the threshold, ours vs the paper's, per method.
+    """The study's median first step the format reward reaches the threshold, ours vs the paper's, per method.
 
-    ``records``: our crossing records narrowed to one task, reward, threshold and G. ``paper_steps``:
-    ``format_crossing_steps.csv``. Never-crossing seeds count as later than any step on both sides
-    (the paper's DVAO/GD²PO rows have such seeds), so a median is "never" when half never crossed.
+    ``records``: our crossing records narrowed to one task, reward, threshold and G. ``paper_steps``: the paper's
+    per-seed steps with the runs' ``last_step`` (``PaperReference.crossing_steps``). Both sides' medians are the
+    study's (``crossing.median_crossing_step``: Kaplan-Meier, never-crossing seeds censored at their run's last
+    step; the paper's DVAO/GD²PO rows have such seeds), NaN ("never") when fewer than half crossed.
     """
     paper = paper_steps[paper_steps["model_size"] == model_size]
     rows = []
     for method in palette.ordered(set(records["method"]) | set(paper["method"])):
-        ours = records.loc[records["method"] == method, "step"].astype(float)
-        theirs = paper.loc[paper["method"] == method, "step"].astype(float)
+        ours = records[records["method"] == method]
+        theirs = paper[paper["method"] == method]
         row = {"method": method}
-        for side, steps in (("ours", ours), ("paper", theirs)):
-            if len(steps):
-                median = float(np.median(steps.fillna(np.inf)))
-                row[f"{side}_median"] = median if np.isfinite(median) else np.nan
-                row[f"{side}_steps"] = " ".join("never" if np.isnan(s) else str(int(s)) for s in steps)
+        for side, runs in (("ours", ours), ("paper", theirs)):
+            if len(runs):
+                median = median_crossing_step(runs["step"], runs["last_step"])
+                row[f"{side}_km_median"] = median if np.isfinite(median) else np.nan
+                row[f"{side}_steps"] = " ".join(step_text(step) for step in runs["step"].astype(float))
             else:
-                row[f"{side}_median"], row[f"{side}_steps"] = np.nan, "no runs"
-        row["difference"] = row["ours_median"] - row["paper_median"]
+                row[f"{side}_km_median"], row[f"{side}_steps"] = np.nan, "no runs"
+        row["difference"] = row["ours_km_median"] - row["paper_km_median"]
         rows.append(row)
-    return pd.DataFrame(rows, columns=["method", "paper_median", "ours_median", "difference", "paper_steps", "ours_steps"])
+    return pd.DataFrame(rows, columns=["method", "paper_km_median", "ours_km_median", "difference", "paper_steps",
+                                       "ours_steps"])
 
 
 def table_comparison(ours: pd.DataFrame, paper: pd.DataFrame, on=("method", "metric")) -> pd.DataFrame:

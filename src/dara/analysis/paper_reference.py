@@ -17,6 +17,11 @@ import numpy as np
 import pandas as pd
 
 from dara.analysis import palette
+from dara.analysis.crossing import median_crossing_step
+
+# The paper's tool-calling runs are 100 steps long: a seed without a step in format_crossing_steps.csv "never
+# [crossed] within 100 steps" (analysis/reference/README.md), so it is censored there.
+PAPER_TOOL_STUDY_STEPS = 100
 
 
 @dataclass(frozen=True)
@@ -86,13 +91,21 @@ class PaperReference:
     # -- the tool-calling study: first training step with format >= threshold ------------------------------
 
     def crossing_steps(self) -> pd.DataFrame:
-        return self.table("format_crossing_steps.csv")
+        """Every seed's first crossing step (``format_crossing_steps.csv``; NaN: never), with ``last_step``: the
+        paper's run length, where a never-crossing seed is censored as ours are at theirs."""
+        return self.table("format_crossing_steps.csv").assign(last_step=PAPER_TOOL_STUDY_STEPS)
 
     def crossing_medians(self, model_size: str) -> pd.Series:
-        """Median first crossing step per method at ``model_size``; never-crossing seeds count as later than
-        any step (so a median is inf, "never", once half of a method's seeds never crossed)."""
-        rows = self.select("format_crossing_steps.csv", model_size=model_size)
-        return rows.groupby("method")["step"].apply(lambda steps: float(np.median(steps.astype(float).fillna(np.inf))))
+        """The study's median first crossing step per method at ``model_size`` (``crossing.median_crossing_step``:
+        Kaplan-Meier, never-crossing seeds censored at the run's last step, as ours), inf ("never") when fewer
+        than half of a method's seeds crossed."""
+        rows = self.crossing_steps()
+        rows = rows[rows["model_size"] == model_size]
+        if rows.empty:
+            self.select("format_crossing_steps.csv", model_size=model_size)  # raises, naming the selection
+        medians = {method: median_crossing_step(runs["step"], runs["last_step"])
+                   for method, runs in rows.groupby("method", sort=True)}
+        return pd.Series(medians, name="step", dtype=float).rename_axis("method")
 
     def crossing_statement(self, methods: Sequence[str]) -> PaperStatement:
         """'<size> median a vs b steps' for every model size where all ``methods`` have seeds."""
