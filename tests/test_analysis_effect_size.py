@@ -26,14 +26,27 @@ def test_three_seeds_interval_is_the_exact_bootstrap_quantiles():
 
 def test_interval_matches_the_exact_bootstrap_distribution():
     # four seeds per method: all 4**4 x 4**4 equally likely resamples enumerated give the exact bootstrap
-    # distribution of the median difference; its 2.5 % and 97.5 % quantiles are the interval's answer
+    # distribution of the median difference; its 2.5 % and 97.5 % quantiles are the interval's answer. The median is
+    # the lower middle value (the Kaplan-Meier median of four runs of equal length), not numpy's average of the two.
     a, b = [10, 12, 15, 30], [14, 20, 22, 41]
-    a_medians = [np.median(draw) for draw in itertools.product(a, repeat=len(a))]
-    b_medians = [np.median(draw) for draw in itertools.product(b, repeat=len(b))]
+    a_medians = [sorted(draw)[1] for draw in itertools.product(a, repeat=len(a))]
+    b_medians = [sorted(draw)[1] for draw in itertools.product(b, repeat=len(b))]
     exact_low, exact_high = np.quantile(np.subtract.outer(a_medians, b_medians).ravel(), [0.025, 0.975])
     effect = bootstrap_median_difference(a, b)
-    assert effect.difference == 13.5 - 21.0
+    assert effect.difference == 12 - 20
     assert (effect.low, effect.high) == (exact_low, exact_high)
+
+
+def test_the_median_difference_agrees_with_the_kaplan_meier_medians_of_the_arms():
+    """The effect size's median is the one the claims' text shows (crossing.median_crossing_step): for runs of one
+    length with a never-crossing run put at its last step + 1, both read the lower middle value."""
+    from dara.analysis.crossing import median_crossing_step
+
+    steps = pd.Series([9.0, 11.0, 14.0, np.nan])
+    last = pd.Series([29, 29, 29, 29])
+    other = pd.Series([12.0, 13.0, 20.0, 22.0])
+    effect = bootstrap_median_difference(steps.fillna(last + 1), other)
+    assert effect.difference == median_crossing_step(steps, last) - median_crossing_step(other, last) == 11 - 13
 
 
 def test_the_bootstrap_is_reproducible_and_seeded():

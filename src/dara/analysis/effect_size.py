@@ -36,7 +36,14 @@ from dara.analysis.crossing import steps_never_after_last
 BOOTSTRAP_SEED = 20261001  # any fixed value: the interval must not change between two builds of REPORT.md
 BOOTSTRAP_RESAMPLES = 10_000
 # the statistic of each arm; nan-aware because a resample pads warm starts with fewer seeds with NaN
-STATISTICS = {"median": np.nanmedian, "mean": np.nanmean}
+def lower_median(values, axis=None):
+    """The lower of the two middle values (the middle one for an odd count), NaN ignored: the median the study shows
+    (`dara.analysis.crossing.median_crossing_step`, Kaplan-Meier) reads off runs of equal length, the first step by
+    which half of them have crossed, where numpy's median would average the two middle steps."""
+    return np.nanquantile(values, 0.5, axis=axis, method="inverted_cdf")
+
+
+STATISTICS = {"median": lower_median, "mean": np.nanmean}
 
 
 @dataclass(frozen=True)
@@ -105,10 +112,23 @@ def bootstrap_difference(a, b, warm_starts_a=None, warm_starts_b=None, *, statis
     the interval is wide and lumpy: it can only take values that are differences of observed values, which is what
     three seeds can say.
     """
-    if statistic not in STATISTICS:
-        raise ValueError(f"statistic must be one of {sorted(STATISTICS)}, got {statistic!r}")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    point, differences = resampled_differences(a, b, warm_starts_a, warm_starts_b, statistic=statistic,
+                                               resamples=resamples, seed=seed)
+    tail = (1 - confidence) / 2
+    low, high = np.quantile(differences, [tail, 1 - tail])
+    (a_values, a_labels), (b_values, _) = _arm(a, warm_starts_a, "a"), _arm(b, warm_starts_b, "b")
+    return BootstrapDifference(statistic, point, float(low), float(high), confidence, len(a_values), len(b_values),
+                               len(np.unique(a_labels)))
+
+
+def resampled_differences(a, b, warm_starts_a=None, warm_starts_b=None, *, statistic: str = "median",
+                          resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> tuple[float, np.ndarray]:
+    """``statistic(a) - statistic(b)`` and its ``resamples`` two-level bootstrap draws (as `bootstrap_difference`
+    draws them), for statistics of differences (a contrast of two independent comparisons subtracts their draws)."""
+    if statistic not in STATISTICS:
+        raise ValueError(f"statistic must be one of {sorted(STATISTICS)}, got {statistic!r}")
     if resamples < 1:
         raise ValueError(f"resamples must be >= 1, got {resamples}")
     a_array, a_labels = _arm(a, warm_starts_a, "a")
@@ -131,10 +151,7 @@ def bootstrap_difference(a, b, warm_starts_a=None, warm_starts_b=None, *, statis
         return reduce(draws.reshape(resamples, -1), axis=1)
 
     differences = resampled(a_array, a_labels) - resampled(b_array, b_labels)
-    tail = (1 - confidence) / 2
-    low, high = np.quantile(differences, [tail, 1 - tail])
-    return BootstrapDifference(statistic, float(reduce(a_array) - reduce(b_array)), float(low), float(high),
-                               confidence, len(a_array), len(b_array), len(order))
+    return float(reduce(a_array) - reduce(b_array)), differences
 
 
 def bootstrap_median_difference(a, b, warm_starts_a=None, warm_starts_b=None, **options) -> BootstrapDifference:
