@@ -5,10 +5,10 @@ Run: ``make verl-cpu-rerun`` after ``make verl-cpu``, or
 
 Each run is trained again, whole (its settings, data and seed unchanged), through
 ``dara.verl_backend.launch.train`` into a scratch results tree, with the thread variables Snakemake sets for the
-workflow's job (``threads: 2``). Per run the table gives the last step at which the two agree on every reward's
-batch mean and the mean response length (the responses were then very likely the same), the first step at which
-the taught reward (analysis/config.yaml ``backend_comparison``) reaches its threshold in each, and the largest gap
-between the two curves of that reward. On one machine this measures what timing alone changes (which copy of a
+workflow's job (``threads: 2``). Per run the table gives how many steps, from the first, the two agree on in every
+reward's batch mean and the mean response length (the responses were then very likely the same), the first step at
+which the taught reward (analysis/config.yaml ``backend_comparison``) reaches its threshold in each, and the largest
+gap between the two curves of that reward. On one machine this measures what timing alone changes (which copy of a
 prompt gets which response, batches split by late requests); against a run made on another machine it also takes
 in that machine's float kernels (docs/paper_scale.md).
 """
@@ -36,9 +36,9 @@ WORKFLOW_THREADS = "2"
 
 
 def agreeing_steps(first: pd.DataFrame, second: pd.DataFrame, columns: list[str]) -> int:
-    """The last step up to which ``first`` and ``second`` are equal in every column (0: they differ from step 1).
-    Both are a run's metrics, one row per step; steps present in one only count as a difference, NaN in both as
-    equal."""
+    """How many steps, from the first, ``first`` and ``second`` are equal on in every column (0: they differ at the
+    first step; a count, whatever the first step's number). Both are a run's metrics, one row per step; steps present
+    in one only count as a difference, NaN in both as equal."""
     merged = first[["step", *columns]].merge(second[["step", *columns]], on="step", how="outer",
                                              suffixes=("_a", "_b")).sort_values("step")
     agreed = 0
@@ -46,13 +46,18 @@ def agreeing_steps(first: pd.DataFrame, second: pd.DataFrame, columns: list[str]
         if not all(row[f"{c}_a"] == row[f"{c}_b"] or (pd.isna(row[f"{c}_a"]) and pd.isna(row[f"{c}_b"]))
                    for c in columns):
             break
-        agreed = int(row["step"])
+        agreed += 1
     return agreed
 
 
 def compare_runs(original: pd.DataFrame, rerun: pd.DataFrame, reward: str, threshold: float) -> dict:
+    """Both runs' metrics side by side; both must number their rows alike (`dara.runs.check_row_steps`: an original
+    written before verl's steps were converted is refused, not compared one step off)."""
     from dara.analysis.crossing import first_crossing
+    from dara.runs import check_row_steps
 
+    check_row_steps(original, "the original run's metrics")
+    check_row_steps(rerun, "the rerun's metrics")
     column = f"reward/{reward}"
     compared = [c for c in original.columns if c.startswith("reward/")] + ["verl/response_length/mean"]
     missing = [c for c in compared + ["step"] if c not in rerun.columns]
@@ -61,7 +66,7 @@ def compare_runs(original: pd.DataFrame, rerun: pd.DataFrame, reward: str, thres
     crossing = {name: first_crossing(frame["step"].to_numpy(), frame[column].to_numpy(), threshold)
                 for name, frame in (("original", original), ("rerun", rerun))}
     curves = original[["step", column]].merge(rerun[["step", column]], on="step", suffixes=("_a", "_b"))
-    return {"steps": int(original["step"].max()), "agreeing_steps": agreeing_steps(original, rerun, compared),
+    return {"steps": len(original), "agreeing_steps": agreeing_steps(original, rerun, compared),
             "crossing_original": crossing["original"], "crossing_rerun": crossing["rerun"],
             "largest_gap": float(np.abs(curves[f"{column}_a"] - curves[f"{column}_b"]).max())}
 
@@ -105,7 +110,7 @@ def main() -> None:
 
     lines = ["verl_cpu runs trained a second time on this machine (same settings, data and seed, the workflow's "
              "thread count) beside the runs `make verl-cpu` made.", "",
-             "| run | steps | equal up to step | reward | first crossing: original | first crossing: rerun | "
+             "| run | steps | steps equal from the first | reward | first crossing: original | first crossing: rerun | "
              "largest gap in that reward's batch mean |",
              "|---|---|---|---|---|---|---|",
              *(f"| {r['run']} | {r['steps']} | {r['agreeing_steps']} | {r['reward']} | {step(r['crossing_original'])} "

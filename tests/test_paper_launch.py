@@ -220,8 +220,9 @@ def test_train_writes_provenance_links_checkpoints_and_resumes(experiment, tmp_p
     launch.train(run, tmp_path, data_dir=tmp_path / "data")  # a resumed attempt
     assert calls[1][1]["VERL_FILE_LOGGER_PATH"].endswith("verl_logs/attempt2.jsonl")
     frame = pd.read_parquet(out)
-    assert frame["step"].tolist() == [1, 2, 3]
-    assert frame["reward/format"].round(6).tolist() == [1.1, 2.2, 2.3]  # steps 2-3 from the second attempt
+    assert frame["step"].tolist() == [0, 1, 2]  # verl's steps 1-3: the policies after 0-2 updates
+    assert frame["reward/format"].round(6).tolist() == [1.1, 2.2, 2.3]  # verl steps 2-3 from the second attempt
+    # verl's global_step_<N> is the policy after N updates already: checkpoints keep its number
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["step2", "step3"]
 
 

@@ -41,20 +41,23 @@ def test_attempts_merge_with_the_later_attempt_winning(tmp_path):
     logs = tmp_path / "verl_logs"
     logs.mkdir()
     (logs / "attempt1.jsonl").write_text(
-        record(0, **{"val-core/rlla/reward/mean": 0.1})  # validation before training: no training row
+        record(0, **{"val-core/rlla/reward/mean": 0.1})  # validation before training: the starting policy's, row 0
         + training_record(1, 0.1, 0.5)
         + training_record(2, 0.2, 0.5)
         + '{"step": 3, "data": {"dara/re'  # the job was killed mid-line
     )
     validation = {"val-core/rlla/format/mean@1": 0.85, "val-aux/rlla/correctness/mean@1": 1.5}
     (logs / "attempt2.jsonl").write_text(
-        training_record(2, 0.3, 0.75) + training_record(3, 0.4, 1.0).replace('{"training', json.dumps(validation)[:-1] + ', "training')
+        training_record(2, 0.3, 0.75).replace('{"training', json.dumps(validation)[:-1] + ', "training')
+        + training_record(3, 0.4, 1.0)
     )
     out = tmp_path / "metrics.parquet"
     convert_run_logs(logs, ["format", "correctness"], out)
     frame = pd.read_parquet(out)
-    assert frame["step"].tolist() == [1, 2, 3]
-    assert frame["reward/format"].tolist() == [0.1, 0.3, 0.4]  # step 2 from the resumed attempt
+    # verl's steps 1-3 rolled out the policies after 0-2 updates: rows 0-2
+    assert frame["step"].tolist() == [0, 1, 2]
+    assert frame["verl/training/global_step"].tolist() == [1.0, 2.0, 3.0]
+    assert frame["reward/format"].tolist() == [0.1, 0.3, 0.4]  # verl step 2 from the resumed attempt
     assert frame["density/format"].tolist() == [0.5, 0.75, 1.0]
     assert frame["reward/correctness"].tolist() == [0.0, 1.0, 2.0]
     row = frame.iloc[0]
@@ -62,6 +65,8 @@ def test_attempts_merge_with_the_later_attempt_winning(tmp_path):
     assert row["entropy"] == 0.7 and row["response_length"] == 210.0 and row["clip_fraction"] == 0.01
     assert row["kl"] == 0.002 and row["seconds"] == 80.0
     assert row["verl/actor/entropy"] == 0.7  # every verl metric kept under its own name
+    assert row["verl/val-core/rlla/reward/mean"] == 0.1  # validation before training joins the starting policy's row
+    # the validation logged at verl step 2 ran after its update: the policy after 2 updates, row 2
     assert frame["val/format"].isna().tolist() == [True, True, False] and frame["val/format"].iloc[2] == 0.85
     assert frame["val/correctness"].iloc[2] == 1.5
     assert not list(tmp_path.glob(".metrics.parquet.*"))  # atomic write leaves no temporary file
@@ -69,7 +74,7 @@ def test_attempts_merge_with_the_later_attempt_winning(tmp_path):
 
 def test_a_reward_never_logged_is_a_nan_column():
     frame = metrics_frame({1: {"training/global_step": 1}}, ["format", "think_length"])
-    assert frame["reward/think_length"].isna().all()
+    assert frame["reward/think_length"].isna().all() and frame["step"].tolist() == [0]
 
 
 def test_a_broken_line_inside_a_log_is_an_error(tmp_path):
@@ -87,7 +92,8 @@ def test_no_training_step_is_an_error(tmp_path):
 
 
 def test_a_resumed_runs_validation_record_keeps_the_checkpoint_steps_training_metrics(tmp_path):
-    """Resuming from the step-2 checkpoint, verl first logs validation only at step 2 (val_before_train)."""
+    """Resuming from the step-2 checkpoint, verl first logs validation only at step 2 (val_before_train): the policy
+    after 2 updates, whose rollout verl step 3 logs, so both land in row 2."""
     logs = tmp_path / "verl_logs"
     logs.mkdir()
     (logs / "attempt1.jsonl").write_text(training_record(1, 0.1, 0.5) + training_record(2, 0.2, 0.5))
@@ -95,9 +101,19 @@ def test_a_resumed_runs_validation_record_keeps_the_checkpoint_steps_training_me
         record(2, **{"val-core/rlla/format/mean@1": 0.9}) + training_record(3, 0.4, 1.0)
     )
     frame = convert_run_logs(logs, ["format", "correctness"], tmp_path / "metrics.parquet")
-    assert frame["step"].tolist() == [1, 2, 3]
+    assert frame["step"].tolist() == [0, 1, 2]
     assert frame["reward/format"].tolist() == [0.1, 0.2, 0.4]
-    assert frame["val/format"].iloc[1] == 0.9
+    assert frame["val/format"].isna().tolist() == [True, True, False] and frame["val/format"].iloc[2] == 0.9
+
+
+def test_the_last_policys_validation_has_no_rollout_row():
+    """verl's last step validates the policy after every update, which no rollout sampled: no row (it stays in
+    verl_logs/, and the evaluation stage evaluates that checkpoint)."""
+    steps = {1: {"training/global_step": 1, "dara/reward/format": 0.2},
+             2: {"training/global_step": 2, "dara/reward/format": 0.6, "val-core/rlla/format/mean@1": 0.7}}
+    frame = metrics_frame(steps, ["format"])
+    assert frame["step"].tolist() == [0, 1] and frame["reward/format"].tolist() == [0.2, 0.6]
+    assert "val/format" not in frame.columns
 
 
 def test_the_kl_column_is_the_kl_to_the_reference_policy_only():

@@ -66,7 +66,9 @@ def test_two_steps_then_kill_and_resume(setup):
     assert process.returncode == 0, output[-6000:]
     run_dir = base / RUN_DIR
     frame = pd.read_parquet(run_dir / "metrics.parquet")
-    assert frame["step"].tolist() == [1, 2]
+    # verl's steps 1 and 2 rolled out the policies after 0 and 1 updates: rows 0 and 1, as every backend numbers them
+    assert frame["step"].tolist() == [0, 1]
+    assert frame["verl/training/global_step"].tolist() == [1, 2]
     for column in ("density/format", "density/correctness", "weight/format", "weight/correctness",
                    "reward/format", "reward/correctness"):
         assert column in frame and frame[column].notna().all(), column
@@ -81,11 +83,11 @@ def test_two_steps_then_kill_and_resume(setup):
         assert sum(p.numel() for p in model.parameters()) > 0
     first_seconds = time.perf_counter() - started
 
-    # `dara diagnose` on verl's rollout dump (with the group and reward columns dara_sync adds) finds the densities
-    # that the estimator logged for the same steps
+    # `dara diagnose` on verl's rollout dump (with the group, policy step and reward columns dara_sync adds) finds the
+    # densities that the estimator logged for the same rows
     from dara.__main__ import main as dara_main
 
-    dara_main(["diagnose", str(base / "rollouts"), "--group", "group", "--step", "step", "--reward", "format",
+    dara_main(["diagnose", str(base / "rollouts"), "--group", "group", "--step", "policy_step", "--reward", "format",
                "--reward", "correctness", "--out", str(base / "diagnosis")])
     diagnosed = pd.read_csv(base / "diagnosis" / "diagnostics.csv").set_index(["step", "reward"])
     for _, row in frame.iterrows():
@@ -111,7 +113,7 @@ def test_two_steps_then_kill_and_resume(setup):
     output, _ = process.communicate(timeout=900)
     assert process.returncode == 0, output[-6000:]
     frame = pd.read_parquet(run_dir / "metrics.parquet")
-    assert frame["step"].tolist() == [1, 2, 3, 4, 5]
+    assert frame["step"].tolist() == [0, 1, 2, 3, 4]
     assert (run_dir / "checkpoints" / "step5" / "config.json").is_file()
     logs = sorted((run_dir / "verl_logs").glob("attempt*.jsonl"))
     assert [log.name for log in logs] == ["attempt1.jsonl", "attempt2.jsonl", "attempt3.jsonl"]

@@ -427,7 +427,7 @@ def test_the_trainer_attaches_the_prefilter_buffer_only_with_dynamic_sampling(mo
         PrefilterReplayBuffer.attach(object(), "dara_asym", None)
 
 
-def test_the_rollout_dump_gets_the_group_and_every_reward_key():
+def test_the_rollout_dump_gets_the_group_the_policy_step_and_every_reward_key():
     from dara.verl_plugin.trainer import rollout_dump_columns
 
     class Wrapped:  # TransferQueue hands some per-sample objects over wrapped in .data
@@ -438,12 +438,17 @@ def test_the_rollout_dump_gets_the_group_and_every_reward_key():
     extra = [{"reward_extra_info": {"format": 1.0, "correctness": -3.0, "score": 9.0}},
              Wrapped({"reward_extra_info": {"format": 0.0, "correctness": 2.5, "score": 9.0}}),
              {"other": 1}]  # a sample without reward_extra_info
-    columns = rollout_dump_columns(keys, extra)
+    columns = rollout_dump_columns(keys, extra, verl_step=3)
     assert columns["group"] == ["u1", "u1", "u2"]
+    # verl's step 3 rolled out the policy after 2 updates: metrics.parquet's row 2
+    assert columns["policy_step"] == [2, 2, 2]
     assert columns["format"] == [1.0, 0.0, None] and columns["correctness"] == [-3.0, 2.5, None]
     # a key that verl's dump already writes keeps its value under another name instead of overwriting
     assert columns["reward_extra/score"] == [9.0, 9.0, None] and "score" not in columns
-    assert rollout_dump_columns(keys, None) == {"group": ["u1", "u1", "u2"]}
+    assert rollout_dump_columns(keys, None, verl_step=1) == {"group": ["u1", "u1", "u2"], "policy_step": [0, 0, 0]}
+    # a reward named like a column the dump writes keeps its value under another name
+    renamed = rollout_dump_columns(keys[:1], [{"reward_extra_info": {"policy_step": 7.0}}], verl_step=1)
+    assert renamed["policy_step"] == [0] and renamed["reward_extra/policy_step"] == [7.0]
 
 
 @pytest.mark.parametrize("estimator", ["grpo", "dara_asym"])

@@ -94,7 +94,8 @@ class Run:
 
     @property
     def metrics(self) -> str:
-        """metrics.parquet: written last, so it marks the run as complete."""
+        """metrics.parquet: written last, so it marks the run as complete. Row ``step = s`` is the rollout of the
+        policy after s updates, every backend (`check_row_steps`)."""
         return f"{self.run_dir}/metrics.parquet"
 
     @property
@@ -286,6 +287,29 @@ def parse_run_dir(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"{path} is not a run folder results/<scale>[/<backend>]/runs/<task>/<method>/G<G>/seed<S>")
     found = match.groupdict()
     return {**found, "group_size": int(found["group_size"]), "seed": int(found["seed"])}
+
+
+# --- the rows of metrics.parquet, every backend
+# Row ``step = s`` describes the rollout sampled from the policy after s updates (row 0: the starting policy), and
+# ``checkpoints/step<s>`` is that policy. Each backend converts its own numbering where it writes the file
+# (`dara.tiny.trainer` writes it so; `dara.trl.train`: TRL's optimizer steps -> rollout steps;
+# `dara.verl_backend.logs`: verl's step k -> row k - 1).
+VERL_STEP_COLUMN = "verl/training/global_step"
+"""verl's own step number, kept in each row of a verl run's metrics (row s: verl step s + 1)."""
+
+
+def check_row_steps(frame, source: str | Path) -> None:
+    """Refuse a verl run's metrics frame whose rows are numbered as verl numbers its steps (a metrics.parquet
+    written before `dara.verl_backend.logs` converted them): row ``s`` must carry verl step ``s + 1``. Frames of the
+    CPU trainers (no verl step column) pass."""
+    if VERL_STEP_COLUMN not in frame.columns:
+        return
+    logged = frame[VERL_STEP_COLUMN]
+    known = logged.notna()
+    if not (frame.loc[known, "step"] + 1 == logged[known]).all():
+        raise ValueError(f"{source}: its rows are numbered as verl numbers its steps, not as the policy after that "
+                         f"many updates (row s = verl step s + 1); rewrite it from the run's verl_logs/ with "
+                         f"`python -m dara.verl_backend.logs <run folder>`")
 
 
 def run_matrix(experiment: dict[str, Any], target: str | None = None) -> list[Run]:

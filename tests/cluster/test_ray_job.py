@@ -56,7 +56,7 @@ def test_two_verl_steps_on_a_two_node_ray_cluster(slurm_cluster, tmp_path):
     assert "Ray cluster at " in output and "with 2 nodes (n1 n2)" in output, output[-3000:]
     assert "Connecting to existing Ray cluster" in output  # verl's ray.init() joined it instead of starting one
     frame = pd.read_parquet(tmp_path / RUN_DIR / "metrics.parquet")
-    assert frame["step"].tolist() == [1, 2]
+    assert frame["step"].tolist() == [0, 1]  # verl steps 1-2: the policies after 0 and 1 updates
     for column in ("density/format", "density/correctness", "weight/format", "reward/correctness"):
         assert frame[column].notna().all(), column
     assert not ray_processes_left(before), "Ray left processes behind"

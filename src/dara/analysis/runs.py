@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from dara.experiments import checked_warm_start
-from dara.runs import run_tail
+from dara.runs import check_row_steps, run_tail
 
 RUN_KEYS = ("task", "method", "G", "seed")
 # Which of its task's independent warm-start policies a run trained from (dara.runs.Run.warm_start): read from the
@@ -55,7 +55,8 @@ def load_metrics(paths: Iterable) -> pd.DataFrame:
     """Concatenate ``metrics.parquet`` files into one long frame with the run keys and the warm start (`WARM_START`,
     from the run's config.yaml) as leading columns.
 
-    Each file must have a ``step`` column without duplicates; files are sorted by step.
+    Each file must have a ``step`` column without duplicates, its rows the policy after that many updates
+    (`dara.runs.check_row_steps`); files are sorted by step.
     """
     frames = []
     for path in paths:
@@ -64,6 +65,7 @@ def load_metrics(paths: Iterable) -> pd.DataFrame:
         frame = pd.read_parquet(path)
         if "step" not in frame.columns:
             raise ValueError(f"{path} has no 'step' column")
+        check_row_steps(frame, path)
         if frame["step"].duplicated().any():
             raise ValueError(f"{path} repeats steps {sorted(frame.loc[frame['step'].duplicated(), 'step'].unique())}")
         frame = frame.sort_values("step").reset_index(drop=True)

@@ -17,7 +17,9 @@ weighted by the importance ratio (``use_bias_correction_kl=False``). Differences
 docs/trl.md.
 
 Row ``step = s`` of ``metrics.parquet`` describes the rollouts of the policy after ``s`` rollout steps, as in the
-tiny trainer, and ``checkpoints/step{s}`` is that policy. Runs do not resume: a killed run starts over.
+tiny trainer, and ``checkpoints/step{s}`` is that policy: TRL numbers optimizer steps from 1 after each update
+(``state.global_step``), ``minibatches`` of them per rollout, and `rollout_step` converts. Runs do not resume: a
+killed run starts over.
 """
 
 from __future__ import annotations
@@ -114,6 +116,16 @@ def trl_config(run, args: TrainSettings, output_dir: str | Path, progress: bool 
     )
 
 
+def rollout_step(global_step: int, steps_per_generation: int) -> int:
+    """The metrics row of TRL's optimizer step ``global_step`` (1-based, as ``state.global_step`` reads after the
+    update): the rollout that step trained on, sampled by the first step of its generation batch from the policy
+    after ``(global_step - 1) // steps_per_generation`` rollout steps."""
+    if global_step < 1 or steps_per_generation < 1:
+        raise ValueError(f"global_step and steps_per_generation must be >= 1, got {global_step}, "
+                         f"{steps_per_generation}")
+    return (global_step - 1) // steps_per_generation
+
+
 class _RunRecorder(TrainerCallback):
     """Turns TRL's per-optimizer-step logs into one metrics row per rollout step; saves the checkpoints."""
 
@@ -127,8 +139,7 @@ class _RunRecorder(TrainerCallback):
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if logs and "entropy" in logs:  # a training step's log (not the final summary)
-            rollout = (state.global_step - 1) // self.steps_per_generation
-            self.logs.setdefault(rollout, []).append(dict(logs))
+            self.logs.setdefault(rollout_step(state.global_step, self.steps_per_generation), []).append(dict(logs))
 
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step % self.steps_per_generation == 0:

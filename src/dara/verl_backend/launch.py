@@ -7,7 +7,7 @@
 A run's folder (`dara.runs`) holds ``config.yaml`` (the resolved settings and the exact verl overrides),
 ``git_revision.txt``, ``verl_logs/`` (one verl file-logger JSONL per attempt), ``verl_checkpoints/`` (verl's,
 resumed automatically), ``checkpoints/step<N>`` (links to the Hugging Face exports) and ``metrics.parquet``
-(written last). The run's settings come merged from the experiment file (`dara.experiments.paper_settings`); this
+(written last; its rows numbered as every backend's, `dara.verl_backend.logs`). The run's settings come merged from the experiment file (`dara.experiments.paper_settings`); this
 module adds the batch sizes for its G, paths, seed, estimator and logging (`verl_overrides`).
 """
 

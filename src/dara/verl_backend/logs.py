@@ -8,12 +8,27 @@ validation record does not erase step N's training metrics.
 
 Columns follow the tiny scale (`dara.tiny.trainer`): ``step``, ``reward/<name>``, ``density/<name>``,
 ``weight/<name>``, ``active_groups/<name>``, ``energy_pos/<name>``, ``energy_neg/<name>`` (and the calibrated
-energies), ``n_groups``, ``val/<name>`` (held-out validation means, on validation steps), ``entropy``, ``response_length``, ``clip_fraction``, ``kl``, ``seconds``; every verl
-metric is kept as well under its own name (``verl/<name>``), so nothing the trainer logged is lost.
+energies), ``n_groups``, ``val/<name>`` (held-out validation means, on validation steps), ``entropy``,
+``response_length``, ``clip_fraction``, ``kl``, ``seconds``; every verl metric is kept as well under its own name
+(``verl/<name>``).
+
+Steps follow the tiny trainer: row ``step = s`` holds the rollout of the policy after ``s`` updates (row 0: the
+starting policy). verl counts its global steps from 1, and the rollout of its step ``k`` is sampled from the
+policy after ``k - 1`` updates (the sync trainer hands the actor's weights to the rollout at the end of each step),
+so the training metrics of verl step ``k`` become row ``k - 1`` (`dara.verl_plugin.policy_step`);
+``verl/training/global_step`` keeps verl's number (``step + 1``). A validation logged at verl step ``k`` ran after
+that step's update (or, at step 0 or a resumed checkpoint's step, before training: ``val_before_train``), so it
+describes the policy after ``k`` updates and joins row ``k``. The validation of the last policy, which no rollout sampled, has no row; it
+stays in ``verl_logs/``, and the evaluation stage evaluates that policy's checkpoint (``checkpoints/step<N>``,
+verl's ``global_step_<N>``: the policy after N updates, the row convention already).
+
+A metrics.parquet written before this conversion numbered its rows as verl did; `dara.runs.check_row_steps`
+refuses it, and ``python -m dara.verl_backend.logs <run folder> ...`` rewrites it from the run's ``verl_logs/``.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import re
@@ -24,6 +39,7 @@ import pandas as pd
 
 from dara.advantages import METRIC_PREFIX
 from dara.io import write_parquet_atomic
+from dara.verl_plugin import policy_step
 
 # verl metric -> shared column (first match wins). reward/<name> and the DARA diagnostics come from the dara/ metrics
 # that dara.verl_plugin.trainer logs.
@@ -41,8 +57,8 @@ VERL_COLUMNS = {
 
 # verl's validation metrics: val-core/<data_source>/<reward key>/mean@<n> (val-aux for the non-core ones).
 VALIDATION_KEY = re.compile(r"^val-(?:core|aux)/[^/]+/(?P<name>[^/]+)/mean@\d+$")
-
-
+# Every metric verl's validation logs (`PPOTrainer._validate`) starts with one of these.
+VALIDATION_PREFIXES = ("val-core/", "val-aux/")
 def read_jsonl_logs(paths: Sequence[str | Path]) -> dict[int, dict[str, float]]:
     """Per-step metric dicts from verl file-logger files; a step's records are merged, later files (attempts)
     overriding earlier ones metric by metric."""
@@ -65,14 +81,28 @@ def read_jsonl_logs(paths: Sequence[str | Path]) -> dict[int, dict[str, float]]:
     return steps
 
 
+def _split_validation(data: dict[str, float]) -> tuple[dict[str, float], dict[str, float]]:
+    """One verl step's metrics -> (training metrics, validation metrics)."""
+    validation = {key: value for key, value in data.items() if key.startswith(VALIDATION_PREFIXES)}
+    return {key: value for key, value in data.items() if key not in validation}, validation
+
+
 def metrics_frame(steps: dict[int, dict[str, float]], reward_names: Iterable[str]) -> pd.DataFrame:
-    """The shared per-step table of one run (validation-only steps, without training metrics, are skipped)."""
+    """The shared per-step table of one run, from verl's per-step metrics (`read_jsonl_logs`): row ``s`` holds
+    the training metrics of verl step ``s + 1`` and the validation of verl step ``s`` (both: the policy after ``s``
+    updates; see the module docstring). A validation whose policy has no rollout row (the last) is left out."""
     reward_names = list(reward_names)
+    training: dict[int, dict[str, float]] = {}
+    validation: dict[int, dict[str, float]] = {}
+    for verl_step, logged in steps.items():
+        trained, validated = _split_validation(logged)
+        if "training/global_step" in trained or any(key.startswith(METRIC_PREFIX) for key in trained):
+            training[policy_step(verl_step)] = trained
+        if validated:
+            validation[verl_step] = validated  # after verl_step updates: that row
     rows = []
-    for step in sorted(steps):
-        data = steps[step]
-        if "training/global_step" not in data and not any(key.startswith(METRIC_PREFIX) for key in data):
-            continue  # a validation-only record (step 0 before training)
+    for step in sorted(training):
+        data = {**training[step], **validation.get(step, {})}
         row: dict[str, float] = {"step": step}
         for key, value in data.items():
             if key.startswith(METRIC_PREFIX):  # dara/reward/<name>, dara/density/<name>, ... (the DARA trainer's)
@@ -113,3 +143,32 @@ def convert_run_logs(log_dir: str | Path, reward_names: Iterable[str], out: str 
     frame = metrics_frame(read_jsonl_logs(paths), reward_names)
     write_parquet_atomic(frame, out)
     return frame
+
+
+def rewrite_run_metrics(run_dir: str | Path) -> pd.DataFrame:
+    """A verl run's metrics.parquet written again from its ``verl_logs/``, with the reward keys its config.yaml
+    records (`dara.verl_backend.launch.train` writes both)."""
+    import yaml
+
+    run_dir = Path(run_dir)
+    config_path = run_dir / "config.yaml"
+    if not config_path.is_file():
+        raise FileNotFoundError(f"{run_dir} has no config.yaml: not a verl run folder")
+    config = yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}
+    reward_keys = (config.get("settings") or {}).get("reward_keys")
+    if not reward_keys:
+        raise ValueError(f"{config_path} records no settings.reward_keys: not a verl run's config")
+    return convert_run_logs(run_dir / "verl_logs", reward_keys, run_dir / "metrics.parquet")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Write verl runs' metrics.parquet again from their verl_logs/ "
+                                                 "(rows: the policy after that many updates).")
+    parser.add_argument("run_dirs", nargs="+", help="verl run folders (config.yaml, verl_logs/)")
+    for run_dir in parser.parse_args(argv).run_dirs:
+        frame = rewrite_run_metrics(run_dir)
+        print(f"{run_dir}/metrics.parquet: rows {int(frame['step'].min())}-{int(frame['step'].max())}")
+
+
+if __name__ == "__main__":
+    main()

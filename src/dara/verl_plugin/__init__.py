@@ -21,6 +21,16 @@ import logging
 VERL_VERSION = "0.9.1"  # the verl release this plugin was written against; see docs/paper_scale.md
 TRAINER_MODE = "dara_sync"
 
+
+def policy_step(verl_step: int) -> int:
+    """How many updates the policy had made when verl step ``verl_step`` sampled its rollout: verl 0.9.1 counts its
+    global steps from 1 and the sync trainer hands the actor's weights to the rollout at the end of each step, so
+    ``verl_step - 1``. It is the step of metrics.parquet's row for that rollout, as every backend numbers its rows
+    (`dara.verl_backend.logs`)."""
+    if verl_step < 1:
+        raise ValueError(f"verl's training steps start at 1; got a rollout of step {verl_step}")
+    return verl_step - 1
+
 logger = logging.getLogger(__name__)
 _REGISTRATION_ERRORS: list[str] = []
 

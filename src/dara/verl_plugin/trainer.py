@@ -11,9 +11,10 @@ Monitor mode (``+algorithm.dara.monitor=true``): every step, whatever the estima
 reward columns under ``dara_monitor/``: each reward's density, DARA's weight and every method's energy share.
 
 With ``trainer.rollout_data_dir`` set, verl's rollout dump (one JSONL per step) gets a ``group`` column (the
-prompt's uid) and one column per key of each sample's ``reward_extra_info``, which verl 0.9.1's V1 dump leaves out:
-``dara diagnose DIR --group group --step step --reward format --reward correctness`` then reads it, whatever the
-estimator.
+prompt's uid), one column per key of each sample's ``reward_extra_info``, which verl 0.9.1's V1 dump leaves out, and
+``policy_step``: the number of updates before the rollout, the step of metrics.parquet's row for it (verl's own
+``step`` column is one more; `dara.verl_backend.logs`). ``dara diagnose DIR --group group --step policy_step
+--reward format --reward correctness`` then reads it, whatever the estimator.
 
 GD2PO-Hard's per-response loss weight (the kept fraction of the group) is written as ``rollout_is_weights``: verl's
 policy losses multiply the clipped per-token loss by it after the PPO max and keep the masked-mean denominator,
@@ -35,7 +36,7 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from dara.diagnose import MONITOR_PREFIX, batch_diagnostics
-from dara.verl_plugin import TRAINER_MODE
+from dara.verl_plugin import TRAINER_MODE, policy_step
 from dara.verl_plugin.estimators import METHOD_BY_VERL_NAME, DaraSettings, dara_advantages, named_metrics
 from dara.verl_plugin.prefilter import PrefilterReplayBuffer
 from dara.verl_plugin.rewards import parse_failure_metrics_from_extra_fields
@@ -69,15 +70,17 @@ def reward_extra_columns(extra_fields, reward_keys) -> dict[str, np.ndarray]:
 
 
 # The fields of verl's dump rows; a reward key of the same name is written as reward_extra/<key> instead.
-DUMP_FIELDS = ("input", "output", "gts", "score", "step", "uid", "group")
+DUMP_FIELDS = ("input", "output", "gts", "score", "step", "uid", "group", "policy_step")
 
 
-def rollout_dump_columns(keys, extra_fields) -> dict[str, list]:
-    """The columns `DaraPPOTrainer` adds to verl's rollout dump: ``group`` (the uid part of each TransferQueue key
-    ``{uid}_{session}_{index}``) and every key of each sample's ``reward_extra_info`` (None where a sample lacks
-    it). ``extra_fields`` holds the per-sample entries fetched for ``keys``, as TransferQueue returns them (None: no
-    extra fields, only the group)."""
-    columns: dict[str, list] = {"group": [str(key).rsplit("_", 2)[0] for key in keys]}
+def rollout_dump_columns(keys, extra_fields, verl_step: int) -> dict[str, list]:
+    """The columns `DaraPPOTrainer` adds to verl's rollout dump of verl step ``verl_step``: ``group`` (the uid part
+    of each TransferQueue key ``{uid}_{session}_{index}``), ``policy_step`` (the updates before the rollout: its
+    metrics.parquet row, `dara.verl_plugin.policy_step`) and every key of each sample's
+    ``reward_extra_info`` (None where a sample lacks it). ``extra_fields`` holds the per-sample entries fetched for
+    ``keys``, as TransferQueue returns them (None: no extra fields, only the group and the step)."""
+    columns: dict[str, list] = {"group": [str(key).rsplit("_", 2)[0] for key in keys],
+                                "policy_step": [policy_step(verl_step)] * len(keys)}
     if extra_fields is None:
         return columns
     rows = extra_fields.tolist() if hasattr(extra_fields, "tolist") else list(extra_fields)
@@ -170,7 +173,8 @@ class DaraPPOTrainer(PPOTrainerSync):
             data = trainer_base.tq.kv_batch_get(keys=keys, partition_id=batch.partition_id,
                                                 select_fields=[EXTRA_FIELDS])
             extra = data[EXTRA_FIELDS] if EXTRA_FIELDS in data.keys() else None
-            reward_extra_infos_dict = {**reward_extra_infos_dict, **rollout_dump_columns(keys, extra)}
+            reward_extra_infos_dict = {**reward_extra_infos_dict,
+                                       **rollout_dump_columns(keys, extra, self.global_steps)}
         return super()._dump_generations(inputs, outputs, gts, scores, reward_extra_infos_dict, dump_path)
 
     def _monitor(self, batch, metrics: dict) -> None:
