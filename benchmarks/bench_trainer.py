@@ -32,8 +32,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks import history
+
 ROOT = Path(__file__).resolve().parents[1]
 PHASES = ("sampling", "logprobs", "update")
+# each phase (and the rest) as the view's table and the history name it
+PHASE_NAMES = {"sampling": "sampling", "logprobs": "log-probs outside the update", "update": "update", "other": "other"}
 
 
 def worker(spec: dict) -> dict:
@@ -122,7 +126,7 @@ def run_side(src: Path, spec: dict) -> dict:
     return result
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--policy", default=str(ROOT / "results/tiny/policies/toolcall/warm_start0"),
                         help="warm-start checkpoint (python -m dara.tiny.warmstart --experiment tiny --task toolcall)")
@@ -136,8 +140,9 @@ def main() -> None:
     parser.add_argument("--revision", default="bf5bb9d", help="git revision of the old trainer")
     parser.add_argument("--out", type=Path, default=None, help="also write the summary as Markdown here "
                         "(make bench-trainer: docs/results/bench_trainer.md, a README block)")
+    history.add_arguments(parser)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))
         return
@@ -148,6 +153,12 @@ def main() -> None:
     from dara.runs import find_run
 
     run = find_run(load_experiment(args.experiment), args.task, args.method, args.group_size, args.seed)
+    run_text = f"{args.task}, {args.method}, G{args.group_size}, {args.steps} steps each, one thread"
+    history_file = history.history_path(args.out, args.history, args.no_history)
+    baseline_revision = history.full_revision(args.revision, ROOT)[:7]
+    recorded = history.start_run("bench_trainer", history.trainer_settings(run_text, args.repeats),
+                                 sys.argv[1:] if argv is None else argv,
+                                 baseline_revision) if history_file else None
     spec = {"coordinates": {"task": run.task, "method": run.method, "group_size": run.group_size, "seed": run.seed},
             "settings": {**run.settings, "steps": args.steps}, "policy": str(Path(args.policy).resolve())}
     with tempfile.TemporaryDirectory() as old_root:
@@ -175,6 +186,7 @@ def main() -> None:
     # the two sides' responses differ (another sampler, other settings left out), and a step's cost grows with them
     table = ["| trainer | ms per step | mean response (tokens) | sampling | log-probs outside the update | update "
              "| other |", "|---|---|---|---|---|---|---|"]
+    summary = {}
     for side in ("old", "new"):
         total = sum(sum(r["seconds"]) for r in results[side])
         shares = {phase: sum(r["phases"][phase] for r in results[side]) / total for phase in PHASES}
@@ -184,18 +196,22 @@ def main() -> None:
             f"{phase} {share:5.1%}" for phase, share in shares.items()))
         name = f"revision {args.revision}" if side == "old" else "this checkout"
         length = statistics.mean(r["response_length"] for r in results[side])
+        summary[side] = {"ms_per_step": per_step * 1e3, "response_length": length,
+                         **{PHASE_NAMES[phase]: share * 100 for phase, share in shares.items()}}
         table.append(f"| {name} | {per_step * 1e3:.0f} | {length:.1f} | "
                      + " | ".join(f"{share:.0%}" for share in shares.values()) + " |")
     left_out = {side: sorted({name for r in results[side] for name in r["ignored"]}) for side in results}
     notes = "".join(f"\nThe {side} trainer ran without what it does not know: {', '.join(names)}.\n"
                     for side, names in left_out.items() if names)
+    rows = history.run_rows(recorded, history.trainer_measurements(
+        summary, statistics.median(ratios), ratios, left_out, baseline_revision)) if recorded else None
     if args.out:
         from dara.io import write_text_atomic
 
         write_text_atomic(args.out, f"Step time old/new: **{statistics.median(ratios):.2f}x** (median of {len(ratios)} "
-                          f"interleaved repetitions: {', '.join(f'{r:.2f}x' for r in ratios)}; {args.task}, "
-                          f"{args.method}, G{args.group_size}, {args.steps} steps each, one thread).\n\n"
+                          f"interleaved repetitions: {', '.join(f'{r:.2f}x' for r in ratios)}; {run_text}).\n\n"
                           + "\n".join(table) + "\n" + notes)
+    history.record(history_file, rows)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """`make bench-trainer` runs today's experiment settings through an older revision's trainer: what that revision's
 task does not take is left out by name, never passed (a TypeError) nor dropped unsaid."""
 
+import pytest
+
 from benchmarks.bench_trainer import with_known_task_options
 from dara.experiments import load_experiment
 from dara.runs import find_run
@@ -42,3 +44,42 @@ def test_this_checkouts_task_takes_every_option_of_the_benchmarked_run():
     assert options, "the benchmarked run has task options to check"
     spec = {"coordinates": {"task": run.task}, "settings": {"task_options": options}}
     assert with_known_task_options(spec, TASK_CLASSES)[1] == []
+
+
+def test_the_phases_the_trainer_times_are_the_phases_its_history_rows_name():
+    from benchmarks import bench_trainer, history
+
+    assert list(bench_trainer.PHASE_NAMES) == [*bench_trainer.PHASES, "other"]
+    assert tuple(bench_trainer.PHASE_NAMES.values()) == history.TRAINER_PHASES
+
+
+def test_a_recorded_run_appends_the_rows_its_view_shows(tmp_path, monkeypatch):
+    """main() end to end with each side's training replaced by fixed timings: the view it writes and the history rows
+    it appends say the same."""
+    from benchmarks import bench_trainer, history
+
+    def fake_side(src, spec):
+        old = src != bench_trainer.ROOT / "src"  # the old trainer is extracted into a temporary folder
+        steps = spec["settings"]["steps"]
+        total = (0.8 if old else 0.4) * steps
+        return {"dara": str(src / "dara" / "__init__.py"), "seconds": [total / steps] * steps,
+                "phases": {"sampling": 0.3 * total, "logprobs": 0.2 * total, "update": 0.4 * total},
+                "response_length": 34.0, "ignored": ["lr_warmup_updates"] if old else []}
+
+    monkeypatch.setattr(bench_trainer, "run_side", fake_side)
+    policy = tmp_path / "policy"
+    policy.mkdir()
+    (policy / "config.json").write_text("{}")
+    out, path = tmp_path / "bench_trainer.md", tmp_path / "bench_history.csv"
+    bench_trainer.main(["--policy", str(policy), "--method", "gdpo", "--group-size", "4", "--steps", "2",
+                        "--repeats", "2", "--out", str(out), "--history", str(path)])
+    shown = history.parse_bench_trainer(out.read_text())
+    rows = history.read_history(path)
+    assert rows["settings"].iloc[0] == shown.settings == "toolcall, gdpo, G4, 2 steps each, one thread; 2 " \
+                                                         "interleaved repetitions"
+    assert set(rows["baseline_revision"]) == {shown.baseline_revision} == {"bf5bb9d"}
+    assert rows[["case", "metric"]].values.tolist() == [[m["case"], m["metric"]] for m in shown.measurements]
+    step = rows.iloc[0]
+    assert (step["value"], step["baseline_value"], step["ratio"]) == (400.0, 800.0, 2.0)
+    assert step["notes"].endswith("the old trainer ran without what it does not know: lr_warmup_updates")
+    assert rows.set_index("case").loc["update", "value"] == pytest.approx(40.0)
