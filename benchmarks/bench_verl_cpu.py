@@ -19,11 +19,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from benchmarks import report
+from benchmarks import history, report
 
 ROOT = Path(__file__).resolve().parents[1]
 SIDES = {"one at a time": "1", "batched": None}
@@ -59,20 +60,24 @@ def train_side(run, steps: int, max_batch: str | None, scratch: Path) -> dict:
             "wall_s": time.perf_counter() - started, "steps": len(metrics)}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--task", default="toolcall")
     parser.add_argument("--steps", type=int, default=6, help="training steps per repetition (step 1 is left out)")
     parser.add_argument("--repeats", type=int, default=2, help="pairs of repetitions, run alternately")
     parser.add_argument("--out", type=Path, default=None, help="also write the summary as Markdown here "
                         "(make bench-verl-cpu: docs/results/bench_verl_cpu.md, a README block)")
-    args = parser.parse_args()
+    history.add_arguments(parser)
+    args = parser.parse_args(argv)
     if args.steps < 3:
         parser.error("--steps must be at least 3 (step 1 is left out of the medians)")
     run = bench_run(args.task)
     data = ROOT / run.settings["data_dir"] / run.settings["dataset"] / "train.parquet"
     if not data.is_file():
         parser.error(f"no verl data at {data}: build it with `snakemake --cores 2 {data} --config scale=verl_cpu`")
+    history_file = history.history_path(args.out, args.history, args.no_history)
+    recorded = history.start_run("bench_verl_cpu", history.verl_cpu_settings(run.name, args.steps, args.repeats),
+                                 sys.argv[1:] if argv is None else argv) if history_file else None
     results: dict[str, list[dict]] = {name: [] for name in SIDES}
     for repeat in range(args.repeats):
         for name, max_batch in SIDES.items():
@@ -96,7 +101,10 @@ def main() -> None:
         f"Step time, one at a time / batched: **{alone['step_s'] / batched['step_s']:.2f}x**; generation: "
         f"**{alone['gen_s'] / batched['gen_s']:.2f}x**.",
     ]
+    rows = history.run_rows(recorded, history.verl_cpu_measurements(
+        alone, batched, alone["step_s"] / batched["step_s"], alone["gen_s"] / batched["gen_s"])) if recorded else None
     report(lines, args.out)
+    history.record(history_file, rows)
 
 
 if __name__ == "__main__":

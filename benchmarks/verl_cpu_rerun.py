@@ -18,13 +18,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from benchmarks import report
+from benchmarks import history, report
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_RUNS = ("toolcall-tiny_tool/dara_asym/G4/seed0", "toolcall-tiny_tool/gdpo/G4/seed0",
@@ -71,13 +72,14 @@ def compare_runs(original: pd.DataFrame, rerun: pd.DataFrame, reward: str, thres
             "largest_gap": float(np.abs(curves[f"{column}_a"] - curves[f"{column}_b"]).max())}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", action="append", default=None,
                         help=f"a verl run under results/verl_cpu/runs (repeatable; default: {', '.join(DEFAULT_RUNS)})")
     parser.add_argument("--out", type=Path, default=None, help="also write the table as Markdown here "
                         "(make verl-cpu-rerun: docs/results/verl_cpu_rerun.md)")
-    args = parser.parse_args()
+    history.add_arguments(parser)
+    args = parser.parse_args(argv)
 
     from dara.analysis.config import load_analysis_config
     from dara.experiments import load_experiment
@@ -92,6 +94,10 @@ def main() -> None:
         parser.error(f"not verl runs of the verl_cpu scale: {', '.join(unknown)} (known: {', '.join(sorted(runs))})")
     comparison = load_analysis_config(ROOT / "analysis" / "config.yaml", "verl_cpu")["backend_comparison"]
     os.environ.update({name: WORKFLOW_THREADS for name in THREAD_VARIABLES})
+    # after the thread variables: the machine record imports torch, which reads them once
+    history_file = history.history_path(args.out, args.history, args.no_history)
+    recorded = history.start_run("verl_cpu_rerun", history.RERUN_SETTINGS, sys.argv[1:] if argv is None else argv) \
+        if history_file else None
     rows = []
     for name in wanted:
         run = runs[name]
@@ -102,7 +108,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="dara-verl-rerun-") as scratch:
             rerun = pd.read_parquet(train(dataclasses.replace(run, results=scratch), base=ROOT))
         found = compare_runs(pd.read_parquet(original_path), rerun, reward, threshold)
-        rows.append({"run": name, "reward": f"{reward} >= {threshold:g}", **found})
+        rows.append({"run": name, "reward": f"{reward} >= {threshold:g}", **found,
+                     "original_revision": history.run_revision(ROOT / run.run_dir)})
         print(rows[-1], flush=True)
 
     def step(value):
@@ -115,7 +122,9 @@ def main() -> None:
              "|---|---|---|---|---|---|---|",
              *(f"| {r['run']} | {r['steps']} | {r['agreeing_steps']} | {r['reward']} | {step(r['crossing_original'])} "
                f"| {step(r['crossing_rerun'])} | {r['largest_gap']:.3f} |" for r in rows)]
+    recorded_rows = history.run_rows(recorded, history.rerun_measurements(rows)) if recorded else None
     report(lines, args.out)
+    history.record(history_file, recorded_rows)
 
 
 if __name__ == "__main__":
