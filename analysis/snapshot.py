@@ -260,6 +260,7 @@ def take_snapshot(results: Path, out: Path) -> None:
     write_text_atomic(out / "step0.md", step0_table(results / "policies"))
     write_text_atomic(out / "claims.md", claims_table(results / "tables"))
     copy(results / "tables" / "regime.md", out / "regime.md")
+    copy(results / "tables" / "denser_regime.md", out / "denser_regime.md")
     write_text_atomic(out / "timing.md", timing_table(results))
     write_text_atomic(out / "machine.md", machine_table(results))
     # make replicate's comparison of each claim's verdict in two independent replicates, when it ran

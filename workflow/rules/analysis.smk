@@ -123,6 +123,8 @@ rule report_md:
     output:
         report(f"{RESULTS}/REPORT.md", caption=f"{CAPTIONS}/report_md.rst", category="Report"),
         f"{TABLES}/claims.csv",
+        f"{TABLES}/denser_regime.md",
+        f"{TABLES}/denser_regime.csv",
     log:
         f"{RESULTS}/logs/analysis/report_md.log",
     benchmark:

@@ -111,10 +111,10 @@ def regime_contrast(crossings: pd.DataFrame, metrics: pd.DataFrame, *, sparse_ta
 
 def regime_markdown(result: RegimeContrast, *, method: str, baseline: str, reward: str, threshold: float) -> str:
     """The section's table and its contrast line."""
-    shown = result.rows.drop(columns=["ours"]).copy()
+    shown = result.rows.drop(columns=["ours", "ci_low", "ci_high"]).copy()
     shown["median difference (steps)"] = [
         f"{d:+g} ({lo:+g} to {hi:+g})" if np.isfinite(d) else "n/a"
-        for d, lo, hi in zip(shown.pop("median difference (steps)"), shown.pop("ci_low"), shown.pop("ci_high"))]
+        for d, lo, hi in result.rows[["median difference (steps)", "ci_low", "ci_high"]].itertuples(index=False)]
     lines = [shown.to_markdown(index=False, floatfmt=".3g"), "",
              *(f"- {row.regime}: {row.ours}" for row in result.rows.itertuples()), "", result.line(),
              "", f"Prediction (fixed before the runs): {palette.label(method)}'s lead over {palette.label(baseline)} "
