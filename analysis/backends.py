@@ -19,7 +19,7 @@ from dara.analysis.config import load_analysis_config
 from dara.analysis.runs import load_metrics
 from dara.analysis.summary import seed_band
 from dara.io import write_csv_atomic, write_text_atomic
-from dara.runs import parse_run_dir
+from dara.runs import run_identity
 
 LINE_STYLES = ("-", "--", ":", "-.")
 
@@ -56,15 +56,18 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", required=True, help="scale name or experiment yaml")
     parser.add_argument("--config", default="analysis/config.yaml")
-    parser.add_argument("--own-backend", required=True, help="the scale's own backend (runs without a backend folder)")
+    parser.add_argument("--own-backend", required=True, help="the scale's own backend (its columns come first)")
     parser.add_argument("--metrics", nargs="+", required=True, help="metrics.parquet of both backends' runs")
     parser.add_argument("--out-dir", required=True)
     args = parser.parse_args(argv)
     config = load_analysis_config(args.config, args.scale)
+    # each run's backend and task folder from its own record (config.yaml), checked against its folder
+    identities = {path: run_identity(Path(path).parent) for path in args.metrics}
     by_backend: dict[str, list[str]] = {}
     for path in args.metrics:
-        backend = parse_run_dir(Path(path).parent)["backend"] or args.own_backend
-        by_backend.setdefault(backend, []).append(path)
+        by_backend.setdefault(identities[path]["backend"], []).append(path)
+    if args.own_backend not in by_backend:
+        raise SystemExit(f"no run of the scale's own backend {args.own_backend!r}; got {sorted(by_backend)}")
     if len(by_backend) < 2:
         raise SystemExit(f"backends needs runs of two backends, got {sorted(by_backend)}")
     backends = [args.own_backend, *sorted(set(by_backend) - {args.own_backend})]
@@ -75,7 +78,7 @@ def main(argv=None):
         if task not in config["backend_comparison"]:
             raise SystemExit(f"analysis config backend_comparison names no reward for task {task!r}")
         reward, threshold = config["backend_comparison"][task]
-        paths = {b: [p for p in by_backend[b] if parse_run_dir(Path(p).parent)["task_dir"] == task] for b in backends}
+        paths = {b: [p for p in by_backend[b] if identities[p]["task_dir"] == task] for b in backends}
         frame = compare_backends(paths, reward, threshold)
         frame.insert(0, "threshold", threshold)
         frame.insert(0, "reward", reward)

@@ -177,21 +177,30 @@ def test_evaluation_json_must_agree_with_its_path(tmp_path):
 
     path = tmp_path / "eval/toolcall/gdpo/G8/seed0/step10.json"
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"seed": 1, "metrics": {"bfcl_format": 0.5}}))
-    with pytest.raises(ValueError, match="seed=1 in the file but 0 in its path"):
+    identity = {"task": "toolcall", "method": "gdpo", "group_size": 8}
+    path.write_text(json.dumps({**identity, "seed": 1, "metrics": {"bfcl_format": 0.5}}))
+    with pytest.raises(ValueError, match="the file records seed=1 but its folder says 0"):
         load_evaluations([path])
-    path.write_text(json.dumps({"seed": 0, "step": 10, "metrics": {"bfcl_format": 0.5}, "note": "x"}))
+    path.write_text(json.dumps({**identity, "seed": 0, "step": 10, "metrics": {"bfcl_format": 0.5}, "note": "x"}))
     row = load_evaluations([path]).iloc[0]
-    assert (row["seed"], row["step"], row["metrics/bfcl_format"]) == (0, 10, 0.5)
+    assert (row["seed"], row["G"], row["step"], row["metrics/bfcl_format"]) == (0, 8, 10, 0.5)
     assert "note" not in row.index
+    path.write_text(json.dumps({**identity, "seed": 0, "step": 20, "metrics": {"bfcl_format": 0.5}}))
+    with pytest.raises(ValueError, match="step=20 in the file but 10 in its name"):
+        load_evaluations([path])
+    path.write_text(json.dumps({"seed": 0, "metrics": {"bfcl_format": 0.5}}))  # half a record
+    with pytest.raises(ValueError, match="names seed of its run but not task, method, group_size"):
+        load_evaluations([path])
     # a model's folder <task>-<model> holds evaluations of <task> (the CPU evaluation of verl_cpu's runs)
     with_model = tmp_path / "eval/math_length-tiny_math/gdpo/G4/seed0/step20.json"
     with_model.parent.mkdir(parents=True)
-    with_model.write_text(json.dumps({"task": "math_length", "seed": 0, "metrics": {"accuracy": 0.25}}))
+    with_model.write_text(json.dumps({"task": "math_length", "method": "gdpo", "group_size": 4, "seed": 0,
+                                      "metrics": {"accuracy": 0.25}}))
     assert load_evaluations([with_model]).iloc[0]["task"] == "math_length-tiny_math"
     for wrong in ("toolcall", "math"):
-        with_model.write_text(json.dumps({"task": wrong, "metrics": {"accuracy": 0.25}}))
-        with pytest.raises(ValueError, match=f"task='{wrong}' in the file but 'math_length-tiny_math' in its path"):
+        with_model.write_text(json.dumps({"task": wrong, "method": "gdpo", "group_size": 4, "seed": 0,
+                                          "metrics": {"accuracy": 0.25}}))
+        with pytest.raises(ValueError, match=f"the file records task='{wrong}' but its folder says 'math_length'"):
             load_evaluations([with_model])
 
 

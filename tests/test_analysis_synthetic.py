@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
+from run_records import write_run_record
+
 TASK_REWARDS = {
     "toolcall": ("format", "correctness"),
     "toolcall3": ("format", "correctness", "think_length"),
@@ -54,7 +56,7 @@ def write_run(root: Path, task: str, method: str, G: int, seed: int, n_steps: in
     for column in ("entropy", "response_length", "clip_fraction", "kl", "seconds"):
         frame[column] = rng.uniform(0, 1, len(steps))
     run_dir = root / "runs" / task / method / f"G{G}" / f"seed{seed}"
-    run_dir.mkdir(parents=True, exist_ok=True)
+    write_run_record(run_dir, task, method, G, seed, warm_start=0)
     pd.DataFrame(frame).to_parquet(run_dir / "metrics.parquet", index=False)
     eval_dir = root / "eval" / task / method / f"G{G}" / f"seed{seed}"
     eval_dir.mkdir(parents=True, exist_ok=True)

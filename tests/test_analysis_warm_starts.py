@@ -5,20 +5,19 @@ import json
 
 import pandas as pd
 import pytest
-import yaml
 
 from dara.analysis.runs import WARM_START, load_evaluations, load_metrics
 from dara.analysis.crossing import crossing_records
 from dara.analysis.tables import paper_metrics
+from run_records import write_run_record
 from script_loader import load_script
 
 
 def _run(root, method, seed, warm_start, rewards):
     run_dir = root / "runs" / "toolcall" / method / "G4" / f"seed{seed}"
-    run_dir.mkdir(parents=True)
+    # warm_start None: a record from before several warm starts, which names none
+    write_run_record(run_dir, "toolcall", method, 4, seed, warm_start=warm_start)
     pd.DataFrame({"step": range(len(rewards)), "reward/format": rewards}).to_parquet(run_dir / "metrics.parquet")
-    if warm_start is not None:
-        (run_dir / "config.yaml").write_text(yaml.safe_dump({"task": "toolcall", "warm_start": warm_start}))
     return run_dir / "metrics.parquet"
 
 
@@ -44,7 +43,7 @@ def test_evaluations_carry_the_warm_start_their_record_names(tmp_path):
     for seed, warm_start in ((0, 2), (1, None)):
         folder = eval_dir / f"seed{seed}"
         folder.mkdir(parents=True)
-        record = {"task": "toolcall", "method": "gdpo", "seed": seed, "metrics": {"accuracy": 0.5}}
+        record = {"task": "toolcall", "method": "gdpo", "group_size": 4, "seed": seed, "metrics": {"accuracy": 0.5}}
         if warm_start is not None:
             record[WARM_START] = warm_start
         (folder / "step0.json").write_text(json.dumps(record))
@@ -52,7 +51,8 @@ def test_evaluations_carry_the_warm_start_their_record_names(tmp_path):
     assert evaluations[WARM_START].tolist() == [2, 0]
     assert list(evaluations.columns[:5]) == ["task", "method", "G", "seed", WARM_START]
     assert WARM_START in paper_metrics(evaluations, {"acc": "metrics/accuracy"}).columns
-    (eval_dir / "seed0" / "step0.json").write_text(json.dumps({"warm_start": -1}))
+    (eval_dir / "seed0" / "step0.json").write_text(json.dumps(
+        {"task": "toolcall", "method": "gdpo", "group_size": 4, "seed": 0, "warm_start": -1}))
     with pytest.raises(ValueError, match="warm_start must be an integer >= 0"):
         load_evaluations([eval_dir / "seed0" / "step0.json"])
 

@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from run_records import write_run_record
 from script_loader import load_script
 
 ab = load_script("experiments/calibration/minibatch_layout.py")
@@ -58,7 +59,7 @@ def test_permutation_p_and_interval_bracket_the_difference():
 
 def _run(root, arm, seed, revision=None, method="gdpo"):
     run = root / arm / "tiny" / "runs" / "math_length" / method / "G8" / f"seed{seed}"
-    run.mkdir(parents=True)
+    write_run_record(run, "math_length", method, 8, seed)
     _metrics(lambda s: 0.5).to_parquet(run / "metrics.parquet")
     revision = revision or ("9b9b1b083948982519d33d98f42b075111c0c3e4" if arm == "responses" else "c274a8c" + "0" * 33)
     (run / "git_revision.txt").write_text(f"revision: {revision}\ndirty: false\n")
@@ -73,6 +74,11 @@ def test_collect_refuses_arms_with_different_seeds(tmp_path):
         ab.collect(tmp_path)
     _run(tmp_path, "groups", 11)
     assert len(ab.collect(tmp_path)) == 4
+    # who a run is comes from its config.yaml: one that names another seed than its folder is refused
+    write_run_record(tmp_path / "groups" / "tiny" / "runs" / "math_length" / "gdpo" / "G8" / "seed11", "math_length",
+                     "gdpo", 8, 12)
+    with pytest.raises(ValueError, match="seed11: config.yaml records seed=12 but its folder says 11"):
+        ab.collect(tmp_path)
 
 
 @pytest.mark.parametrize("arm, revision", [("responses", "c274a8c" + "0" * 33),

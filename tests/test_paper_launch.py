@@ -205,8 +205,9 @@ def test_train_writes_provenance_links_checkpoints_and_resumes(experiment, tmp_p
     run_dir = out.parent
     assert out == tmp_path / "results" / "paper" / "runs" / "toolcall-qwen2.5-1.5b" / "dara_asym" / "G4" / "seed1" / "metrics.parquet"
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    # not its targets: which sweeps list a run is not what it computes
     assert config["run"] == {"task": "toolcall", "model": "qwen2.5-1.5b", "method": "dara_asym", "group_size": 4,
-                             "seed": 1}  # not its targets: which sweeps list a run is not what it computes
+                             "seed": 1, "warm_start": 0}
     assert config["verl_overrides"]["algorithm.adv_estimator"] == "dara_asym"
     assert (run_dir / "git_revision.txt").read_text().strip()
     command, env = calls[0]

@@ -21,6 +21,7 @@ from dara.runs import find_run  # noqa: E402
 from dara.tiny.warmstart import warm_start  # noqa: E402
 from dara.trl import DaraGRPOConfig, DaraGRPOTrainer, batch_advantages, process_slice  # noqa: E402
 from experiment_defaults import default_warm_start  # noqa: E402
+from run_records import write_run_record  # noqa: E402
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]
@@ -485,12 +486,12 @@ def test_cli_refuses_mismatched_seeds_and_unknown_runs(policy, tmp_path):
 
 def _write_run(root, method, seed, format_values):
     path = Path(root) / "toolcall" / method / "G8" / f"seed{seed}" / "metrics.parquet"
-    path.parent.mkdir(parents=True)
+    write_run_record(path.parent, "toolcall", method, 8, seed)
     pd.DataFrame({"step": range(len(format_values)), "reward/format": format_values}).to_parquet(path)
     return path
 
 
-def test_compare_backends_lines_up_runs_by_path(tmp_path):
+def test_compare_backends_lines_up_runs_by_their_records(tmp_path):
     tiny = [_write_run(tmp_path / "tiny", "dara_sym", 0, [0.1, 0.5, 0.85, 0.9]),
             _write_run(tmp_path / "tiny", "gdpo", 0, [0.1, 0.2, 0.3, 0.4])]
     trl_paths = [_write_run(tmp_path / "trl", "dara_sym", 0, [0.2, 0.8, 0.7, 0.95])]

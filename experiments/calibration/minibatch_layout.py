@@ -38,7 +38,7 @@ from scipy import stats
 from dara.analysis.crossing import first_crossing
 from dara.io import write_csv_atomic, write_text_atomic
 from dara.provenance import read_revision
-from dara.runs import run_tail
+from dara.runs import run_identity
 
 ARMS = ("responses", "groups")  # before, after
 BEFORE = "9b9b1b0"  # the revision of the responses arm (minibatch_layout.sh)
@@ -77,7 +77,7 @@ def collect(root: Path) -> pd.DataFrame:
             if revision.startswith(BEFORE) != (arm == ARMS[0]):
                 raise ValueError(f"{path.parent} was trained at {revision}: the {ARMS[0]} arm's runs must be "
                                  f"{BEFORE}'s and the {ARMS[1]} arm's a later revision's")
-            run = run_tail(path.parent)
+            run = run_identity(path.parent)  # its config.yaml, checked against its folder
             rows.append({"arm": arm, "method": run["method"], "seed": run["seed"],
                          **run_statistics(pd.read_parquet(path))})
     frame = pd.DataFrame(rows).sort_values(["method", "arm", "seed"]).reset_index(drop=True)

@@ -70,7 +70,7 @@ class Run:
     @property
     def task_dir(self) -> str:
         """The task folder: ``<task>``, or ``<task>-<model>`` where the scale has several models."""
-        return self.task if self.model is None else f"{self.task}-{self.model}"
+        return task_folder(self.task, self.model)
 
     @property
     def name(self) -> str:
@@ -177,6 +177,11 @@ class Run:
 _JOB_FIELDS = tuple(f.name for f in dataclasses.fields(Run) if f.name not in ("targets", "primary", "results"))
 
 
+def task_folder(task: str, model: str | None) -> str:
+    """A run's task folder (`Run.task_dir`): ``<task>``, or ``<task>-<model>`` for a run of a model."""
+    return task if model is None else f"{task}-{model}"
+
+
 def folder_patterns(scale: str) -> dict[str, str]:
     """Run and evaluation folders of a scale's own backend with Snakemake wildcards {task}, {method},
     {group_size}, {seed} (``task`` is the task folder, ``<task>-<model>`` at paper scale)."""
@@ -262,31 +267,108 @@ class WarmStart:
         return f"{self.eval_dir}/step{step}.json"
 
 
-# The last four folders of a run or evaluation folder name the run; the analysis reads runs by them.
-RUN_TAIL = r"(?P<task_dir>[^/]+)/(?P<method>[^/]+)/G(?P<group_size>\d+)/seed(?P<seed>\d+)$"
+# The last four folders of a run or evaluation folder: <task>[-<model>]/<method>/G<G>/seed<seed> (`Run.run_dir`).
+# Task names hold no hyphen (dara.tasks), so a task folder's first hyphen, if any, starts the model.
+RUN_TAIL = r"(?P<task>[^/-]+)(?:-(?P<model>[^/]+))?/(?P<method>[^/]+)/G(?P<group_size>\d+)/seed(?P<seed>\d+)$"
 _RUN_DIR = re.compile(r"(?:^|/)results/(?P<scale>[^/]+)/(?:(?P<backend>[^/]+)/)?(?:runs|eval)/" + RUN_TAIL)
 _TAIL = re.compile(RUN_TAIL)
+_EVAL_DIR = re.compile(r"(?:^|/)eval/" + RUN_TAIL)
+IDENTITY = ("task", "model", "method", "group_size", "seed")
+"""The `Run` fields a run folder's names and its record both state."""
+
+
+def _typed(found: dict[str, Any]) -> dict[str, Any]:
+    return {**found, "group_size": int(found["group_size"]), "seed": int(found["seed"])}
 
 
 def run_tail(path: str | Path) -> dict[str, Any]:
-    """A run's coordinates from the last four folders of its run or evaluation folder (``<task_dir>/<method>/G<G>/
-    seed<seed>``, wherever the tree lies): task_dir, method, group_size, seed. The inverse of `Run.run_dir`'s tail,
-    which is how the analysis keys what it reads (a file moved elsewhere cannot be mislabelled silently)."""
+    """What the last four folders of a run or evaluation folder (``<task>[-<model>]/<method>/G<G>/seed<seed>``,
+    wherever the tree lies) say of the run, by `Run`'s field names: task, model (None without one), method,
+    group_size, seed. The inverse of `Run.run_dir`'s tail; `run_identity` checks it against the run's record."""
     match = _TAIL.search(Path(path).as_posix().rstrip("/"))
     if match is None:
-        raise ValueError(f"{path} does not end in <task>/<method>/G<G>/seed<seed>")
-    return {**match.groupdict(), "group_size": int(match["group_size"]), "seed": int(match["seed"])}
+        raise ValueError(f"{path} does not end in <task>[-<model>]/<method>/G<G>/seed<seed>")
+    return _typed(match.groupdict())
 
 
 def parse_run_dir(path: str | Path) -> dict[str, Any]:
-    """Coordinates of a run or evaluation folder (``.../results/<scale>[/<backend>]/{runs,eval}/<task_dir>/<method>
-    /G<G>/seed<seed>``): scale, backend (None for the scale's own), task_dir, method, group_size, seed."""
+    """What a typed run or evaluation folder (``.../results/<scale>[/<backend>]/{runs,eval}/<task>[-<model>]/
+    <method>/G<G>/seed<seed>``) names, by `Run`'s field names: scale, backend (None for the scale's own), task,
+    model (None without one), method, group_size, seed. For a path that is the input by nature (``--run-dir``);
+    a run folder that exists says who it is in its record (`run_identity`)."""
     text = Path(path).as_posix().rstrip("/")
     match = _RUN_DIR.search(text)
     if match is None:
         raise ValueError(f"{path} is not a run folder results/<scale>[/<backend>]/runs/<task>/<method>/G<G>/seed<S>")
-    found = match.groupdict()
-    return {**found, "group_size": int(found["group_size"]), "seed": int(found["seed"])}
+    return _typed(match.groupdict())
+
+
+# --- a run folder's own record
+RECORD = "config.yaml"
+
+
+def read_run_record(run_dir: str | Path) -> dict[str, Any]:
+    """Who a run is, as its ``config.yaml`` records it (`dara.provenance.write_run_provenance`), by `Run`'s field
+    names: task, model (None without one), method, group_size, seed, warm_start (0 where the record predates several
+    warm starts: one policy per task) and backend. The CPU trainers record these at the top level
+    (`dara.tiny.trainer.resolved_config`; TRL adds ``backend: trl``, the tiny trainer names none), the verl launcher
+    in its ``run`` block (`dara.verl_backend.launch.train`). A missing or incomplete record is an error naming it."""
+    import yaml
+
+    path = Path(run_dir) / RECORD
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: a run folder's config.yaml says which run it holds (every "
+                                f"trainer writes it)")
+    config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(config, dict):
+        raise ValueError(f"{path} does not hold a mapping")
+    verl = isinstance(config.get("run"), dict)
+    fields = config["run"] if verl else config
+    missing = [name for name in ("task", "method", "group_size", "seed") if name not in fields]
+    if missing:
+        raise ValueError(f"{path} records no {', '.join(missing)}" + (" in its run block" if verl else ""))
+    record = {name: fields.get(name) for name in IDENTITY}
+    record["warm_start"] = checked_warm_start(fields.get("warm_start", 0), f"{path}: ")
+    record["backend"] = "verl" if verl else str(config.get("backend", "tiny"))
+    for name in ("group_size", "seed"):
+        if isinstance(record[name], bool) or not isinstance(record[name], int):
+            raise ValueError(f"{path}: {name} must be an integer, got {record[name]!r}")
+    return record
+
+
+def check_identity(path: str | Path, record: dict[str, Any], what: str,
+                   fields: tuple[str, ...] = IDENTITY) -> dict[str, Any]:
+    """``record`` (`Run` field names) checked against the folder names of ``path`` (`run_tail`) in ``fields``;
+    returns the folder names. The folder must name the recorded task, method, G and seed, and the recorded model or
+    none: a run of a scale with several models is also read from its task's shared view (`Run.shared_view_metrics`),
+    a folder without the model. ``what`` names the record in the error."""
+    folder = run_tail(path)
+    for name in fields:
+        if name == "model" and folder["model"] is None:
+            continue
+        if folder[name] != record.get(name):
+            raise ValueError(f"{path}: {what} records {name}={record.get(name)!r} but its folder says "
+                             f"{folder[name]!r}")
+    return folder
+
+
+def run_identity(run_dir: str | Path) -> dict[str, Any]:
+    """A run folder's identity from its record (`read_run_record`), checked against the folder's names
+    (`check_identity`), plus ``task_dir``: the task folder it is read from (`Run.task_dir` in the run's own folder,
+    the task alone in its shared view)."""
+    record = read_run_record(run_dir)
+    folder = check_identity(run_dir, record, RECORD)
+    return {**record, "task_dir": task_folder(folder["task"], folder["model"])}
+
+
+def run_dir_of_evaluation(eval_dir: str | Path) -> Path:
+    """The run folder whose checkpoints an evaluation folder holds the evaluations of: ``.../eval/<tail>`` ->
+    ``.../runs/<tail>`` (`Run.eval_dir`, `Run.run_dir`)."""
+    text = Path(eval_dir).as_posix().rstrip("/")
+    match = _EVAL_DIR.search(text)
+    if match is None:
+        raise ValueError(f"{eval_dir} is not an evaluation folder .../eval/<task>/<method>/G<G>/seed<S>")
+    return Path(text[:match.start()] + text[match.start():].replace("eval/", "runs/", 1))
 
 
 # --- the rows of metrics.parquet, every backend
@@ -384,8 +466,8 @@ def find_run_by_dir(experiment: dict[str, Any], run_dir: str | Path) -> Run:
     where = parse_run_dir(run_dir)
     if where["scale"] != experiment["scale"]:
         raise ExperimentError(f"{run_dir} is a run folder of scale {where['scale']!r}, not {experiment['scale']!r}")
-    run = find_run(experiment, where["task_dir"], where["method"], where["group_size"], where["seed"],
-                   backend=where["backend"] or experiment["backend"])
+    run = find_run(experiment, task_folder(where["task"], where["model"]), where["method"], where["group_size"],
+                   where["seed"], backend=where["backend"] or experiment["backend"])
     typed = Path(run_dir).as_posix().rstrip("/")
     if not (typed == run.run_dir or typed.endswith("/" + run.run_dir)):
         raise ExperimentError(f"{run_dir} is not the folder of run {run.name} ({run.run_dir})")

@@ -5,6 +5,7 @@
 One row per run (task, method, G, seed) present in any backend, with, per backend, the first step at which the
 batch mean of ``reward/<reward>`` reaches ``threshold`` (``first_crossing``: unsmoothed, the tool study's
 ``format_t80``), the reward at the last step, the mean over the last ``final_window`` steps, and the last step.
+A step is the number of updates before the rollout, in every backend, so the columns compare like with like.
 A run missing from a backend has NaN there; a run that never crosses has a NaN crossing step and ``crossed``
 False. Backend names prefix the columns: ``trl/crossing_step``, ``tiny/final``, ...
 """
@@ -47,8 +48,10 @@ def compare_backends(paths_by_backend: Mapping[str, Iterable], reward: str, thre
                      final_window: int = 5) -> pd.DataFrame:
     """Side-by-side crossing steps and final rewards of each backend's ``metrics.parquet`` files.
 
-    ``paths_by_backend`` maps a backend name to its metrics files; each file's run identity comes from its path
-    (``.../{task}/{method}/G{G}/seed{seed}/metrics.parquet``), so runs of different backends line up by path.
+    ``paths_by_backend`` maps a backend name to its metrics files; each file's run identity comes from its run's
+    config.yaml (`dara.analysis.runs.load_metrics`), so runs of different backends line up by (task, method, G,
+    seed), and steps by the one row convention of every backend (row s: the policy after s updates;
+    `dara.runs.check_row_steps` refuses a verl file numbered as verl numbers its steps).
     """
     if len(paths_by_backend) < 2:
         raise ValueError(f"compare at least two backends, got {list(paths_by_backend)}")

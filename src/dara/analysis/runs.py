@@ -1,9 +1,13 @@
 """Reading what the training and evaluation stages wrote, keyed by (task, method, G, seed), with each run's warm start.
 
-Paths follow the run layer (`dara.runs`):
+Files lie in the run layer's folders (`dara.runs`):
 ``results/{scale}[/{backend}]/runs/{task}[-{model}]/{method}/G{G}/seed{seed}/metrics.parquet`` and
-``results/{scale}[/{backend}]/eval/{task}[-{model}]/{method}/G{G}/seed{seed}/step{N}.json``; the run identity is
-read from the path's last four parts, so a file moved elsewhere cannot be mislabelled silently.
+``results/{scale}[/{backend}]/eval/{task}[-{model}]/{method}/G{G}/seed{seed}/step{N}.json``. Who a run is comes from
+its own record, by `dara.runs.Run`'s field names: the config.yaml beside its metrics (`dara.runs.run_identity`), an
+evaluation's own fields (``task``, ``method``, ``group_size``, ``seed``, ``warm_start``; `dara.evaluation.tiny`), or,
+for an evaluation that names none (the paper scale's scorers), its run folder's config.yaml. A record that is
+missing or disagrees with its folder's names is an error naming the file, so a file moved elsewhere cannot be
+mislabelled silently.
 """
 
 from __future__ import annotations
@@ -16,12 +20,15 @@ from pathlib import Path
 import pandas as pd
 
 from dara.experiments import checked_warm_start
-from dara.runs import check_row_steps, run_tail
+from dara.runs import check_identity, check_row_steps, run_dir_of_evaluation, run_identity, task_folder
 
 RUN_KEYS = ("task", "method", "G", "seed")
+"""The analysis' run keys. ``task`` is the task folder the run is read from (`dara.runs.Run.task_dir`:
+``<task>-<model>`` in a model's own folder at the scales with several models, the task alone elsewhere and in the
+task's shared view); ``G`` is `dara.runs.Run.group_size`, named as the tables print it."""
 # Which of its task's independent warm-start policies a run trained from (dara.runs.Run.warm_start): read from the
-# run's own record (config.yaml beside metrics.parquet, the warm_start field of an evaluation), 0 where a record
-# predates several warm starts (one policy per task). Not a folder name: a function of the seed and the experiment.
+# run's own record, 0 where a record predates several warm starts (one policy per task). Not a folder name: a
+# function of the seed and the experiment.
 WARM_START = "warm_start"
 
 
@@ -31,29 +38,25 @@ def keys_of(frame: pd.DataFrame) -> list[str]:
     return [*RUN_KEYS, WARM_START] if WARM_START in frame.columns else list(RUN_KEYS)
 
 
-def run_warm_start(run_dir) -> int:
-    """The warm start a run's config.yaml records (0 where it records none: one warm start per task)."""
-    import yaml
-
-    path = Path(run_dir) / "config.yaml"
-    if not path.is_file():
-        return 0
-    config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    return checked_warm_start(config.get(WARM_START, 0), f"{path}: ")
-
 _STEP_PATTERN = re.compile(r"step(?P<step>\d+)\.json$")
 
 
+def _analysis_keys(identity: dict, task_dir: str) -> dict:
+    """A run's analysis keys (RUN_KEYS and WARM_START) from its identity by `Run`'s field names."""
+    return {"task": task_dir, "method": identity["method"], "G": identity["group_size"], "seed": identity["seed"],
+            WARM_START: identity["warm_start"]}
+
+
 def run_keys(run_dir) -> dict:
-    """The analysis keys (task, method, G, seed) of a folder ending in ``{task}/{method}/G{G}/seed{seed}``
-    (`dara.runs.run_tail`: the run layer's own folder names)."""
-    tail = run_tail(run_dir)
-    return {"task": tail["task_dir"], "method": tail["method"], "G": tail["group_size"], "seed": tail["seed"]}
+    """The analysis keys (task, method, G, seed, warm start) of a run folder, from its config.yaml
+    (`dara.runs.run_identity`: checked against the folder's names)."""
+    identity = run_identity(run_dir)
+    return _analysis_keys(identity, identity["task_dir"])
 
 
 def load_metrics(paths: Iterable) -> pd.DataFrame:
-    """Concatenate ``metrics.parquet`` files into one long frame with the run keys and the warm start (`WARM_START`,
-    from the run's config.yaml) as leading columns.
+    """Concatenate ``metrics.parquet`` files into one long frame with the run keys and the warm start (`WARM_START`)
+    from each run's config.yaml as leading columns (`run_keys`).
 
     Each file must have a ``step`` column without duplicates, its rows the policy after that many updates
     (`dara.runs.check_row_steps`); files are sorted by step.
@@ -61,7 +64,7 @@ def load_metrics(paths: Iterable) -> pd.DataFrame:
     frames = []
     for path in paths:
         path = Path(path)
-        run = {**run_keys(path.parent), WARM_START: run_warm_start(path.parent)}
+        run = run_keys(path.parent)
         frame = pd.read_parquet(path)
         if "step" not in frame.columns:
             raise ValueError(f"{path} has no 'step' column")
@@ -83,8 +86,8 @@ def reward_names(metrics: pd.DataFrame) -> list[str]:
 
 
 def load_evaluations(paths: Iterable) -> pd.DataFrame:
-    """One row per evaluation JSON: the run keys, ``step`` (from the file name) and every numeric
-    top-level field of the JSON (nested dicts are flattened with '/' between keys)."""
+    """One row per evaluation JSON: the run keys (`_evaluation_keys`), ``step`` (from the file name) and every
+    numeric top-level field of the JSON (nested dicts are flattened with '/' between keys)."""
     rows = []
     for path in paths:
         path = Path(path)
@@ -94,11 +97,11 @@ def load_evaluations(paths: Iterable) -> pd.DataFrame:
         record = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(record, dict):
             raise ValueError(f"{path} does not hold a JSON object")
-        row = {**run_keys(path.parent), "step": int(match["step"])}
-        _check_identity(path, record, row)
-        row[WARM_START] = checked_warm_start(record.get(WARM_START, 0), f"{path}: ")
+        row = {**_evaluation_keys(path, record), "step": int(match["step"])}
+        if "step" in record and str(record["step"]) != str(row["step"]):
+            raise ValueError(f"{path}: step={record['step']!r} in the file but {row['step']!r} in its name")
         row.update(_flatten_numbers({k: v for k, v in record.items()
-                                     if k not in _IDENTITY_FIELDS and k not in _PROVENANCE_FIELDS}))
+                                     if k not in _NOT_METRICS and k not in _PROVENANCE_FIELDS}))
         rows.append(row)
     if not rows:
         raise ValueError("no evaluation files given")
@@ -108,18 +111,27 @@ def load_evaluations(paths: Iterable) -> pd.DataFrame:
 
 # Fields of an evaluation JSON that say where and how it was made, not what it measured: never a metric column.
 _PROVENANCE_FIELDS = {WARM_START, "machine", "code_revision", "sampling"}
-# Fields an evaluation JSON may repeat from its path; they must agree with it.
-_IDENTITY_FIELDS = {"task": "task", "method": "method", "group_size": "G", "G": "G", "seed": "seed", "step": "step"}
+# The run an evaluation JSON names (dara.evaluation.tiny writes them all, by Run's field names) and its step.
+_IDENTITY_FIELDS = ("task", "method", "group_size", "seed")
+_NOT_METRICS = {*_IDENTITY_FIELDS, "step"}
 
 
-def _check_identity(path: Path, record: dict, row: dict) -> None:
-    for field, key in _IDENTITY_FIELDS.items():
-        if field not in record:
-            continue
-        in_file, in_path = str(record[field]), str(row[key])
-        # a folder <task>-<model> (scales with a model per task) holds evaluations of <task>
-        if in_file != in_path and not (field == "task" and in_path.startswith(f"{in_file}-")):
-            raise ValueError(f"{path}: {field}={record[field]!r} in the file but {row[key]!r} in its path")
+def _evaluation_keys(path: Path, record: dict) -> dict:
+    """The analysis keys of an evaluation: from its own identity fields, or where it names none (the paper scale's
+    scorers) from its run folder's config.yaml (`dara.runs.run_dir_of_evaluation`); checked against its folder."""
+    named = [field for field in _IDENTITY_FIELDS if field in record]
+    if not named:
+        identity = run_identity(run_dir_of_evaluation(path.parent))
+        return _analysis_keys(identity, identity["task_dir"])
+    if len(named) < len(_IDENTITY_FIELDS):
+        raise ValueError(f"{path} names {', '.join(named)} of its run but not "
+                         f"{', '.join(f for f in _IDENTITY_FIELDS if f not in named)}")
+    # no model: the tiny evaluation of a verl_cpu run records none (its folder names it), and a BFCL record's
+    # "model" is the scorer's
+    identity = {field: record[field] for field in _IDENTITY_FIELDS}
+    identity[WARM_START] = checked_warm_start(record.get(WARM_START, 0), f"{path}: ")
+    folder = check_identity(path.parent, identity, "the file", fields=_IDENTITY_FIELDS)
+    return _analysis_keys(identity, task_folder(folder["task"], folder["model"]))
 
 
 def _flatten_numbers(record: dict, prefix: str = "") -> dict:

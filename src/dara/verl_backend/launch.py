@@ -4,7 +4,7 @@
     python -m dara.verl_backend.launch command --run-dir results/paper/runs/toolcall-qwen2.5-1.5b/dara_sym/G4/seed0
     python -m dara.verl_backend.launch train   --run-dir ...       # run verl, then write metrics.parquet
 
-A run's folder (`dara.runs`) holds ``config.yaml`` (the resolved settings and the exact verl overrides),
+A run's folder (`dara.runs`) holds ``config.yaml`` (the run, the resolved settings and the exact verl overrides),
 ``git_revision.txt``, ``verl_logs/`` (one verl file-logger JSONL per attempt), ``verl_checkpoints/`` (verl's,
 resumed automatically), ``checkpoints/step<N>`` (links to the Hugging Face exports) and ``metrics.parquet``
 (written last; its rows numbered as every backend's, `dara.verl_backend.logs`). The run's settings come merged from the experiment file (`dara.experiments.paper_settings`); this
@@ -226,8 +226,9 @@ def train(run: Run, base: str | Path = REPO_ROOT, data_dir: str | Path | None = 
     run_env = run_environment(run, attempt_log)
     values = verl_overrides(run, run_dir, data_dir, run_env)
     command = [sys.executable, "-m", "dara.verl_plugin.main", *hydra_overrides(values)]
+    # the run's identity by Run's field names: what the analysis reads (dara.runs.read_run_record)
     config = {"run": {"task": run.task, "model": run.model, "method": run.method, "group_size": run.group_size,
-                      "seed": run.seed},
+                      "seed": run.seed, "warm_start": run.warm_start},
               "settings": run.settings, "verl_overrides": values, "command": shlex.join(command)}
     write_run_provenance(run_dir, config)
     env = {**os.environ, **run_env}
