@@ -119,8 +119,9 @@ $(VENV)/.notebooks-stamp: $(VENV)/.cpu-stamp envs/notebooks.txt envs/jupyterlab-
 notebooks: $(VENV)/.notebooks-stamp
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir=analysis/notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
+# Under the kernel pin, as every other benchmark and job: its rows in bench_history.csv name the dispatch.
 bench: setup-test
-	$(VENV)/bin/python -m benchmarks.bench_advantages --out docs/results/bench_advantages.md
+	pin=$$($(VENV)/bin/python -m dara.kernels env) && env $$pin $(VENV)/bin/python -m benchmarks.bench_advantages --out docs/results/bench_advantages.md
 
 # The tiny trainer's step against revision bf5bb9d; needs results/tiny/policies/toolcall/warm_start0 (or pass --policy).
 bench-trainer: $(VENV)/.cpu-stamp
