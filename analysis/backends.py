@@ -16,19 +16,13 @@ import pandas as pd
 from dara.analysis import figures, palette
 from dara.analysis.backends import compare_backends
 from dara.analysis.config import load_analysis_config
+from dara.analysis.crossing import MEDIAN_NAME, median_crossing_step, step_text
 from dara.analysis.runs import load_metrics
 from dara.analysis.summary import seed_band
 from dara.io import write_csv_atomic, write_text_atomic
 from dara.runs import run_identity
 
 LINE_STYLES = ("-", "--", ":", "-.")
-
-
-def _median_step(steps: pd.Series) -> str:
-    """Median first crossing over seeds; a seed that never crosses counts as later than any step."""
-    values = np.sort(steps.fillna(np.inf).to_numpy())
-    median = float(np.median(values)) if len(values) else np.nan
-    return "never" if np.isinf(median) else f"{median:g}"
 
 
 def _steps_by_seed(ran: pd.DataFrame, column: str) -> str:
@@ -45,7 +39,8 @@ def summary_table(runs: pd.DataFrame, backends: list[str]) -> pd.DataFrame:
         for backend in backends:
             ran = group[group[f"{backend}/last_step"].notna()]
             row[f"{backend} seeds"] = len(ran)
-            row[f"{backend} crossing (median)"] = _median_step(ran[f"{backend}/crossing_step"])
+            row[f"{backend} crossing ({MEDIAN_NAME})"] = step_text(
+                median_crossing_step(ran[f"{backend}/crossing_step"], ran[f"{backend}/last_step"])) if len(ran) else "n/a"
             row[f"{backend} crossing (each seed)"] = _steps_by_seed(ran, f"{backend}/crossing_step")
             row[f"{backend} final (median)"] = round(float(ran[f"{backend}/final"].median()), 3) if len(ran) else np.nan
         rows.append(row)

@@ -41,11 +41,7 @@ ALLOWED = {
 }
 
 # (file, rule) -> the call that replaces it. Owned by another change: fix there, then remove the entry here.
-TO_FIX = {
-    ("analysis/backends.py", "inf-median"):
-        "_median_step: step_text(median_crossing_step(ran[f'{backend}/crossing_step'], ran[f'{backend}/last_step'])) "
-        "from dara.analysis.crossing, and say 'median (Kaplan-Meier)' in its column header",
-}
+TO_FIX: dict = {}
 
 STEP_STATISTICS = {"median", "quantile", "percentile", "nanmedian", "nanquantile", "nanpercentile"}
 STEP_COLUMNS = {"step", "duration"}  # crossing steps, and crossing-or-censoring steps (survival_durations)

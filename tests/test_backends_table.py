@@ -20,9 +20,10 @@ def test_each_seed_is_listed_in_seed_order_and_never_counts_as_later_than_any_st
     table = load_script("analysis/backends.py").summary_table(runs, ["verl", "tiny"])
     row = table.iloc[0]
     assert row["verl crossing (each seed)"] == "12, never, 5"
-    assert row["verl crossing (median)"] == "12"  # 5, 12, never: the middle one
+    # Kaplan-Meier (dara.analysis.crossing), the never-crossing seed censored at its last step: 5, 12, never
+    assert row["verl crossing (median (Kaplan-Meier))"] == "12"
     assert row["tiny crossing (each seed)"] == "7, 9, 8"
-    assert row["tiny crossing (median)"] == "8"
+    assert row["tiny crossing (median (Kaplan-Meier))"] == "8"
     assert row["verl seeds"] == 3 and row["verl final (median)"] == 0.6
 
 
@@ -32,3 +33,5 @@ def test_a_seed_that_one_backend_did_not_run_is_left_out_of_its_columns():
     row = load_script("analysis/backends.py").summary_table(runs, ["verl", "tiny"]).iloc[0]
     assert row["tiny seeds"] == 1 and row["tiny crossing (each seed)"] == "3"
     assert row["verl seeds"] == 2 and row["verl crossing (each seed)"] == "4, 6"
+    # the first step by which half the runs crossed, not numpy's 5 between them
+    assert row["verl crossing (median (Kaplan-Meier))"] == "4"
