@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 
 from dara.analysis import figures, palette
-from dara.analysis.backends import compare_backends
+from dara.analysis.backend_pairs import compare_backends
 from dara.analysis.config import load_analysis_config
 from dara.analysis.crossing import MEDIAN_NAME, median_crossing_step, step_text
-from dara.analysis.runs import load_metrics
+from dara.analysis.run_tables import load_metrics
 from dara.analysis.summary import seed_band
 from dara.io import write_csv_atomic, write_text_atomic
 from dara.runs import run_identity

@@ -8,7 +8,7 @@ the group-size sweep).
 from dara.analysis import figures
 from dara.analysis.cli import parse_inputs
 from dara.analysis.figures import save_figure
-from dara.analysis.runs import density_column, density_label, reward_names
+from dara.analysis.run_tables import density_column, density_label, reward_names
 from dara.analysis.crossing import training_steps
 from dara.analysis.tables import main_group_size
 

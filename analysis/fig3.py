@@ -11,7 +11,7 @@ import numpy as np
 from dara.analysis import figures
 from dara.analysis.cli import parse_inputs
 from dara.analysis.figures import save_figure
-from dara.analysis.runs import density_column, density_label
+from dara.analysis.run_tables import density_column, density_label
 from dara.io import write_csv_atomic
 from dara.analysis.summary import seed_band
 from dara.analysis.crossing import crossing_records, training_steps

@@ -20,7 +20,7 @@ from dara.advantages import energy_shares
 from dara.analysis import palette
 from dara.analysis.claims import warm_starts
 from dara.analysis.cli import parse_inputs
-from dara.analysis.runs import WARM_START
+from dara.analysis.run_tables import WARM_START
 from dara.analysis.tables import main_group_size
 from dara.io import write_csv_atomic, write_text_atomic
 

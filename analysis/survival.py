@@ -21,7 +21,7 @@ from dara.analysis.crossing import (crossing_records, median_crossing_step, medi
 from dara.analysis.effect_size import bootstrap_median_difference
 from dara.analysis.figures import save_figure
 from dara.analysis.kaplan_meier import stratified_logrank_test
-from dara.analysis.runs import WARM_START
+from dara.analysis.run_tables import WARM_START
 from dara.analysis.tables import main_group_size
 from dara.io import write_csv_atomic
 

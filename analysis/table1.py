@@ -15,7 +15,7 @@ import pandas as pd
 from dara.analysis.claims import per_run_values
 from dara.analysis.cli import parse_inputs, unavailable_note
 from dara.io import write_csv_atomic, write_text_atomic
-from dara.analysis.runs import RUN_KEYS
+from dara.analysis.run_tables import RUN_KEYS
 from dara.analysis.summary import retain_runs
 from dara.analysis.tables import final_checkpoint, main_group_size, paper_metrics, pivot_mean_sd, summarise_metrics
 
@@ -30,7 +30,7 @@ def summarise_model(evaluations, mapping, retention_metric, retention_threshold)
     scores = paper_metrics(evaluations, mapping)
     group_size = main_group_size(scores)  # the group-size sweep is fig3's; the table is at the main G
     scores = scores[scores["G"] == group_size]
-    # NaN in every evaluation: not measurable on these held-out items (dara.evaluation.tiny writes
+    # NaN in every evaluation: not measurable on these held-out items (dara.evaluation.tiny_heldout writes
     # bfcl_accuracy_irrelevance NaN when they hold no no-tool case)
     unmeasured = [name for name in mapping if scores[name].isna().all()]
     mapping = {name: key for name, key in mapping.items() if name not in unmeasured}

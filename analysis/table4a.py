@@ -14,7 +14,7 @@ import pandas as pd
 from dara.analysis.claims import per_run_values
 from dara.analysis.cli import parse_inputs, unavailable_note
 from dara.io import write_csv_atomic, write_text_atomic
-from dara.analysis.runs import RUN_KEYS
+from dara.analysis.run_tables import RUN_KEYS
 from dara.analysis.tables import final_checkpoint, main_group_size, paper_metrics, pivot_mean_sd, summarise_metrics
 
 METHODS = ("static_sym", "static_asym", "dara_sym", "dara_asym")

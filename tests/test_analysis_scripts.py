@@ -183,7 +183,7 @@ def test_survival_figure_and_table_carry_the_effect_sizes(results):
 
 
 def _without_irrelevance(results, tmp_path, runs):
-    """The synthetic tool evaluations, with bfcl_accuracy_irrelevance NaN (as dara.evaluation.tiny writes it for
+    """The synthetic tool evaluations, with bfcl_accuracy_irrelevance NaN (as dara.evaluation.tiny_heldout writes it for
     held-out items without a no-tool case) in the runs for which ``runs(path)`` is true."""
     import json
 

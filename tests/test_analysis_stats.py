@@ -173,7 +173,7 @@ def test_retention_refuses_runs_without_validation_format():
 def test_evaluation_json_must_agree_with_its_path(tmp_path):
     import json
 
-    from dara.analysis.runs import load_evaluations
+    from dara.analysis.run_tables import load_evaluations
 
     path = tmp_path / "eval/toolcall/gdpo/G8/seed0/step10.json"
     path.parent.mkdir(parents=True)

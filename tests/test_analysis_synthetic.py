@@ -62,7 +62,7 @@ def write_run(root: Path, task: str, method: str, G: int, seed: int, n_steps: in
     eval_dir.mkdir(parents=True, exist_ok=True)
     for step in range(0, n_steps + 1, 10):
         quality = float(frame[f"reward/{SPARSE[task]}"][step])
-        # the layout of dara.evaluation.tiny: identity fields, held-out reward means, task metrics
+        # the layout of dara.evaluation.tiny_heldout: identity fields, held-out reward means, task metrics
         record = {"task": task, "method": method, "group_size": G, "seed": seed, "step": step,
                   "rewards": {reward: float(frame[f"reward/{reward}"][step]) for reward in TASK_REWARDS[task]}}
         if task.startswith("toolcall"):
@@ -93,7 +93,7 @@ def write_synthetic_results(root: Path, n_steps: int = 60, seeds=(0, 1, 2)) -> P
 
 def test_synthetic_tree_loads_with_identity_checks(tmp_path):
     """The generator's files go through the real loaders (and their path/field consistency check)."""
-    from dara.analysis.runs import load_evaluations, load_metrics
+    from dara.analysis.run_tables import load_evaluations, load_metrics
 
     run_dir = write_run(tmp_path, "toolcall", "gdpo", 4, 1, n_steps=20)
     metrics = load_metrics([run_dir / "metrics.parquet"])

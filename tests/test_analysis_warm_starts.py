@@ -6,7 +6,7 @@ import json
 import pandas as pd
 import pytest
 
-from dara.analysis.runs import WARM_START, load_evaluations, load_metrics
+from dara.analysis.run_tables import WARM_START, load_evaluations, load_metrics
 from dara.analysis.crossing import crossing_records
 from dara.analysis.tables import paper_metrics
 from run_records import write_run_record

@@ -14,7 +14,7 @@ import yaml
 
 from dara.evaluation import math_eval
 from dara.runs import Run, WarmStart, cpu_checkpoint_steps as checkpoint_steps
-from dara.evaluation.tiny import bfcl_entry, default_bfcl_python, score_bfcl
+from dara.evaluation.tiny_heldout import bfcl_entry, default_bfcl_python, score_bfcl
 from experiment_defaults import default_evaluation
 
 # The evaluation sampling of an experiment (its `evaluation` block; defaults in the experiment schema); the tests
@@ -143,7 +143,7 @@ def _fake_run(results: Path, task_name: str, steps: int = 2, eval_every: int = 1
 def test_evaluate_run_writes_one_file_per_checkpoint(tmp_path, task_name):
     import torch
 
-    from dara.evaluation.tiny import evaluate_runs
+    from dara.evaluation.tiny_heldout import evaluate_runs
 
     torch.set_num_threads(1)
     run = _fake_run(tmp_path, task_name)
@@ -176,7 +176,7 @@ def test_checkpoints_with_the_same_files_are_sampled_once(tmp_path, monkeypatch)
     import torch
 
     import dara.tiny.policy as policy
-    from dara.evaluation.tiny import evaluate_runs
+    from dara.evaluation.tiny_heldout import evaluate_runs
 
     torch.set_num_threads(1)
     calls = []
@@ -202,7 +202,7 @@ def test_step0_gets_the_warm_start_samples_and_a_shared_warm_start_evaluation_is
     import torch
 
     import dara.tiny.policy as policy
-    from dara.evaluation.tiny import evaluate_runs
+    from dara.evaluation.tiny_heldout import evaluate_runs
 
     torch.set_num_threads(1)
     calls = []
@@ -265,7 +265,7 @@ def test_a_trained_checkpoint_is_sampled_with_the_evaluation_seed_plus_its_runs_
     import torch
 
     import dara.tiny.policy as policy
-    from dara.evaluation.tiny import evaluate_runs
+    from dara.evaluation.tiny_heldout import evaluate_runs
 
     torch.set_num_threads(1)
     seeds = []
@@ -283,7 +283,7 @@ def test_a_trained_checkpoint_is_sampled_with_the_evaluation_seed_plus_its_runs_
 
 
 def test_evaluate_run_rejects_a_run_without_checkpoints(tmp_path):
-    from dara.evaluation.tiny import evaluate_runs
+    from dara.evaluation.tiny_heldout import evaluate_runs
 
     run = Run(scale="test", backend="tiny", task="math_length", method="grpo", group_size=4, seed=0,
               results=str(tmp_path), settings={"steps": 2, "eval_every": 1, "max_new_tokens": 16, "task_options": {}})
@@ -295,7 +295,7 @@ def test_evaluate_run_rejects_a_run_without_checkpoints(tmp_path):
 def test_evaluate_run_scores_tool_calls_with_bfcl(tmp_path):
     import torch
 
-    from dara.evaluation.tiny import evaluate_runs
+    from dara.evaluation.tiny_heldout import evaluate_runs
 
     torch.set_num_threads(1)
     run = _fake_run(tmp_path, "toolcall", steps=1, eval_every=1)
@@ -311,7 +311,7 @@ def test_evaluate_run_scores_tool_calls_with_bfcl(tmp_path):
 def test_a_seed_group_evaluated_in_one_process_matches_runs_evaluated_alone(tmp_path):
     import torch
 
-    from dara.evaluation.tiny import evaluate_runs
+    from dara.evaluation.tiny_heldout import evaluate_runs
 
     torch.set_num_threads(1)
     options = dict(**SAMPLING, heldout_items=4, samples=1, warm_start_samples=1)
@@ -360,7 +360,7 @@ def test_what_the_evaluation_reads_of_a_run_at_every_cpu_scale():
 
 def test_math_metrics_count_the_skipped_step_shortcut():
     """Decoded answers that leave out ``s - c = r`` (the shortcut a length budget invites) and short wrong ones."""
-    from dara.evaluation.tiny import task_metrics
+    from dara.evaluation.tiny_heldout import task_metrics
     from dara.tasks import get_task
 
     task = get_task("math_length", length_budget=30)

@@ -266,7 +266,7 @@ SRC = ROOT / "src"
 PIPELINE_JOBS = {
     "dara.tiny.warmstart": "python -m dara.tiny.warmstart",
     "dara.tiny.trainer": '"module": "dara.tiny.trainer',
-    "dara.evaluation.tiny": "python -m dara.evaluation.tiny",
+    "dara.evaluation.tiny_heldout": "python -m dara.evaluation.tiny_heldout",
     "dara.diagnose": "python -m dara diagnose",
 }
 # Third-party imports of the pipeline's code that the extra leaves out on purpose, each with where it is used.

@@ -124,7 +124,7 @@ def test_the_kl_column_is_the_kl_to_the_reference_policy_only():
 
 
 def test_prefilter_metrics_become_columns_and_figures_prefer_them():
-    from dara.analysis.runs import density_column, density_label
+    from dara.analysis.run_tables import density_column, density_label
     from dara.verl_backend.logs import metrics_frame
 
     steps = {1: {"training/global_step": 1, "dara/density/length": 1.0, "dara/rollout_prefilter/density/length": 0.25,

@@ -326,7 +326,7 @@ def _task_items(name: str, n: int) -> tuple[object, list[dict]]:
 
 @pytest.mark.parametrize("task_name", ["toolcall", "toolcall3", "act_critic"])
 def test_task_scores_of_hostile_outputs_are_in_range(task_name):
-    from dara.evaluation.tiny import task_metrics
+    from dara.evaluation.tiny_heldout import task_metrics
     from dara.rewards.outcome import parse_failure_metrics
 
     task, pool = _task_items(task_name, 4)
@@ -370,7 +370,7 @@ def test_parse_failure_metrics_refuses_a_mismatched_array():
 
 def test_math_correctness_of_hostile_outputs_is_in_range_and_bounded_in_time():
     from dara.evaluation.math_eval import grade
-    from dara.evaluation.tiny import task_metrics
+    from dara.evaluation.tiny_heldout import task_metrics
     from dara.verl_plugin import rewards as verl_rewards
 
     responses = list(CORPUS.values()) + ["so \\boxed{2}", "so \\boxed{3}"]
@@ -470,7 +470,7 @@ json.dump(report, sys.stdout)
 
 
 def test_bfcl_handler_decodes_hostile_outputs():
-    from dara.evaluation.tiny import default_bfcl_python
+    from dara.evaluation.tiny_heldout import default_bfcl_python
 
     bfcl_python = default_bfcl_python()
     if not bfcl_python.exists():

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from dara.analysis.runs import load_evaluations, load_metrics
+from dara.analysis.run_tables import load_evaluations, load_metrics
 from dara.runs import parse_run_dir, read_run_record, run_dir_of_evaluation, run_identity, run_tail
 from run_records import write_run_record
 from script_loader import load_script

@@ -139,7 +139,7 @@ def _verl_run_folder(root: Path, frame: pd.DataFrame | None = None) -> Path:
 
 
 def test_a_verl_file_numbered_as_verl_steps_is_refused_and_rewritten_from_its_logs(tmp_path):
-    from dara.analysis.runs import load_metrics
+    from dara.analysis.run_tables import load_metrics
 
     old = pd.DataFrame({"step": [1, 2, 3], "reward/format": [0.1, 0.2, 0.3], VERL_STEP_COLUMN: [1.0, 2.0, 3.0]})
     run_dir = _verl_run_folder(tmp_path, old)

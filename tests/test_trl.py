@@ -15,7 +15,7 @@ import yaml
 trl = pytest.importorskip("trl")
 
 from dara.advantages import METHODS, compute_advantages  # noqa: E402
-from dara.analysis.backends import compare_backends  # noqa: E402
+from dara.analysis.backend_pairs import compare_backends  # noqa: E402
 from dara.experiments import load_experiment  # noqa: E402
 from dara.runs import find_run  # noqa: E402
 from dara.tiny.warmstart import warm_start  # noqa: E402

@@ -56,7 +56,7 @@ def test_every_stage_of_the_scale_is_planned(plan):
         assert "threads: 2" in block  # one verl job at a time on 2 cores
         assert re.search(r"results/verl_cpu/data/(toolcall|math_length)/train\.parquet", block)
     # verl's checkpoints are evaluated by the CPU evaluation, not by vLLM
-    evaluations = [b for b in rule_blocks(plan, "evaluate_") if "dara.evaluation.tiny" in b]
+    evaluations = [b for b in rule_blocks(plan, "evaluate_") if "dara.evaluation.tiny_heldout" in b]
     assert any("results/verl_cpu/runs/toolcall-tiny_tool/dara_asym/G4/seed0" in b for b in evaluations)
     assert "vllm" not in plan and not rule_blocks(plan, "bfcl_generate")
     backends = rule_blocks(plan, "backends:")

@@ -27,7 +27,7 @@ from IPython.display import display
 
 from dara.analysis import figures
 from dara.analysis.config import load_analysis_config
-from dara.analysis.runs import load_evaluations, load_metrics
+from dara.analysis.run_tables import load_evaluations, load_metrics
 from dara.analysis.crossing import crossing_records, steps_never_after_last, survival_durations, training_steps
 from dara.analysis.effect_size import bootstrap_median_difference
 from dara.analysis.kaplan_meier import logrank_test

@@ -28,7 +28,7 @@ import matplotlib.pyplot as plt
 from dara.analysis import figures
 from dara.analysis.config import load_analysis_config
 from dara.analysis.crossing import crossing_records, crossing_summary, training_steps
-from dara.analysis.runs import load_metrics, reward_names
+from dara.analysis.run_tables import load_metrics, reward_names
 from dara.analysis.tables import main_group_size
 
 # JupyterLab starts a kernel in the notebook's folder, the tests in the repository root: find the root (the

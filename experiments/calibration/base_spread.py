@@ -1,6 +1,6 @@
 """How precisely one evaluation measures the base: one of a task's warm-start policies (its runs' step 0) evaluated with
 one sample per held-out item under several sampling seeds, and with `warm_start_samples` per item under the
-experiment's seed, as the pipeline evaluates it (`dara.evaluation.tiny`, BFCL for the tool tasks).
+experiment's seed, as the pipeline evaluates it (`dara.evaluation.tiny_heldout`, BFCL for the tool tasks).
 
     python experiments/calibration/base_spread.py --experiment tiny --task toolcall --seeds 16 \\
         --out docs/calibration/base-spread-toolcall
@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from dara.analysis.config import load_analysis_config
-from dara.evaluation.tiny import evaluate_runs
+from dara.evaluation.tiny_heldout import evaluate_runs
 from dara.experiments import load_experiment
 from dara.runs import WarmStart
 

@@ -20,7 +20,7 @@ while the task options are unchanged). For every run the pilot prints and writes
 - with ``--heldout N``: each reward's mean on N held-out items at the experiment's evaluation sampling (its
   ``evaluation`` block: temperature and top-p; one sample each, drawn with ``HELDOUT_SEED``) for the warm start and the final policy, and for toolcall the share of tool items
   whose first call is exactly right (correctness 3), a quick stand-in for BFCL's tool accuracy;
-- with ``--evaluate``: the pipeline's own held-out evaluation (`dara.evaluation.tiny.evaluate_runs` with the
+- with ``--evaluate``: the pipeline's own held-out evaluation (`dara.evaluation.tiny_heldout.evaluate_runs` with the
   experiment's ``evaluation`` block, BFCL scoring included) of each run's first and last checkpoint, as
   ``base_eval/<metric>`` and ``eval/<metric>``: the numbers the regime table reports, so a drift criterion is
   decided on the metric it is stated in.
@@ -131,7 +131,7 @@ def heldout_means(policy_dir: str | Path, task, n_items: int, max_new_tokens: in
 def pipeline_evaluation(runs: list, evaluation: dict[str, Any]) -> list[dict[str, float]]:
     """The pipeline's held-out metrics of the first and last checkpoints (``base_eval/`` and ``eval/``) of each
     `dara.runs.Run`, evaluated in one process (one BFCL scoring call for all)."""
-    from dara.evaluation.tiny import evaluate_runs
+    from dara.evaluation.tiny_heldout import evaluate_runs
 
     # resumes: checkpoints already evaluated are skipped
     evaluate_runs(runs, **evaluation, first_and_last=True)

@@ -224,7 +224,7 @@ def warm_start_index(warm_starts: list[int], seed: int) -> int:
 @dataclass(frozen=True)
 class WarmStart:
     """A task's warm-start policy as the evaluation sees it: a policy, not a run, but evaluated by the same code as
-    a run's checkpoints (`dara.evaluation.tiny.evaluate_runs`). Its one checkpoint, step 0, is the policy folder
+    a run's checkpoints (`dara.evaluation.tiny_heldout.evaluate_runs`). Its one checkpoint, step 0, is the policy folder
     (`policy_dir`); its evaluation goes to ``<policy>/heldout_eval/step0.json`` unless ``eval_to`` names another
     folder. Its evaluation records carry method ``warm_start``, G 0 and the warm start's own seed."""
 

@@ -36,7 +36,7 @@ if "warm_start" in EXPERIMENT:
             settings=lambda wildcards: warm_start_settings(EXPERIMENT, wildcards.task, int(wildcards.index)),
             kernels=KERNEL_PIN,
         shell:
-            "OMP_NUM_THREADS={threads} python -m dara.evaluation.tiny --experiment {params.experiment:q}"
+            "OMP_NUM_THREADS={threads} python -m dara.evaluation.tiny_heldout --experiment {params.experiment:q}"
             " --warm-start {wildcards.task} --warm-start-index {wildcards.index} > {log} 2>&1"
 
 
@@ -72,7 +72,7 @@ for _job in evaluation_jobs(RUNS):
             kernels=KERNEL_PIN,
             evaluation=json.dumps(EXPERIMENT["evaluation"], sort_keys=True),
         shell:
-            "OMP_NUM_THREADS={threads} python -m dara.evaluation.tiny --run {params.runs:q}"
+            "OMP_NUM_THREADS={threads} python -m dara.evaluation.tiny_heldout --run {params.runs:q}"
             " --evaluation {params.evaluation:q} --warm-start-eval {input.warm_start} > {log} 2>&1"
 
 if any(not on_cpu(job) for job in training_jobs(RUNS) if job.backend == "verl"):

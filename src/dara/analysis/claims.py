@@ -66,7 +66,7 @@ from dara.analysis.crossing import median_crossing_step, step_text, steps_never_
 from dara.analysis.effect_size import bootstrap_mean_difference, bootstrap_median_difference, per_warm_start_differences
 from dara.analysis.kaplan_meier import stratified_logrank_test
 from dara.analysis.paper_reference import PaperStatement
-from dara.analysis.runs import RUN_KEYS
+from dara.analysis.run_tables import RUN_KEYS
 from dara.analysis.tables import final_checkpoint
 
 Verdict = Literal["supported", "refuted", "not significant", "inconclusive", "not informative", "not testable"]

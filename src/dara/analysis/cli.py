@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from dara.analysis.config import load_analysis_config
-from dara.analysis.runs import load_evaluations, load_metrics
+from dara.analysis.run_tables import load_evaluations, load_metrics
 
 
 @dataclass

@@ -48,7 +48,7 @@ import numpy as np
 import pandas as pd
 
 from dara.analysis.kaplan_meier import kaplan_meier
-from dara.analysis.runs import keys_of
+from dara.analysis.run_tables import keys_of
 
 CrossingStatus = Literal["confirmed", "pending", "not_reached"]
 
@@ -189,7 +189,7 @@ def crossing_records(metrics: pd.DataFrame, thresholds: Mapping[str, Sequence[fl
     """First unsmoothed crossing (:func:`first_crossing`, training steps only) of every ``reward/<name>`` in
     ``thresholds`` for every run.
 
-    Returns the run keys (``dara.analysis.runs.keys_of``), reward, threshold, step (NaN when never crossed: censored)
+    Returns the run keys (``dara.analysis.run_tables.keys_of``), reward, threshold, step (NaN when never crossed: censored)
     and last_step (the run's last training step, where a never-crossing run is censored). A reward listed in
     ``thresholds`` is skipped for a run whose task does not log it (the column is absent or empty: tasks have
     different rewards); a run with the column but some values missing raises.

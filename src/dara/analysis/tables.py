@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from dara.analysis.runs import RUN_KEYS, keys_of
+from dara.analysis.run_tables import RUN_KEYS, keys_of
 from dara.runs import most_common_group_size
 from dara.analysis.summary import format_mean_sd, mean_sd
 

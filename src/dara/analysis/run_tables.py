@@ -4,7 +4,7 @@ Files lie in the run layer's folders (`dara.runs`):
 ``results/{scale}[/{backend}]/runs/{task}[-{model}]/{method}/G{G}/seed{seed}/metrics.parquet`` and
 ``results/{scale}[/{backend}]/eval/{task}[-{model}]/{method}/G{G}/seed{seed}/step{N}.json``. Who a run is comes from
 its own record, by `dara.runs.Run`'s field names: the config.yaml beside its metrics (`dara.runs.run_identity`), an
-evaluation's own fields (``task``, ``method``, ``group_size``, ``seed``, ``warm_start``; `dara.evaluation.tiny`), or,
+evaluation's own fields (``task``, ``method``, ``group_size``, ``seed``, ``warm_start``; `dara.evaluation.tiny_heldout`), or,
 for an evaluation that names none (the paper scale's scorers), its run folder's config.yaml. A record that is
 missing or disagrees with its folder's names is an error naming the file, so a file moved elsewhere cannot be
 mislabelled silently.
@@ -111,7 +111,7 @@ def load_evaluations(paths: Iterable) -> pd.DataFrame:
 
 # Fields of an evaluation JSON that say where and how it was made, not what it measured: never a metric column.
 _PROVENANCE_FIELDS = {WARM_START, "machine", "code_revision", "sampling"}
-# The run an evaluation JSON names (dara.evaluation.tiny writes them all, by Run's field names) and its step.
+# The run an evaluation JSON names (dara.evaluation.tiny_heldout writes them all, by Run's field names) and its step.
 _IDENTITY_FIELDS = ("task", "method", "group_size", "seed")
 _NOT_METRICS = {*_IDENTITY_FIELDS, "step"}
 

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from dara.analysis.crossing import first_crossing
-from dara.analysis.runs import RUN_KEYS, load_metrics
+from dara.analysis.run_tables import RUN_KEYS, load_metrics
 
 COLUMNS = ("crossing_step", "crossed", "final", "final_mean", "last_step")
 
@@ -49,7 +49,7 @@ def compare_backends(paths_by_backend: Mapping[str, Iterable], reward: str, thre
     """Side-by-side crossing steps and final rewards of each backend's ``metrics.parquet`` files.
 
     ``paths_by_backend`` maps a backend name to its metrics files; each file's run identity comes from its run's
-    config.yaml (`dara.analysis.runs.load_metrics`), so runs of different backends line up by (task, method, G,
+    config.yaml (`dara.analysis.run_tables.load_metrics`), so runs of different backends line up by (task, method, G,
     seed), and steps by the one row convention of every backend (row s: the policy after s updates;
     `dara.runs.check_row_steps` refuses a verl file numbered as verl numbers its steps).
     """

@@ -1,7 +1,7 @@
 """Held-out evaluation on CPU of every checkpoint of tiny-policy runs (a task's runs at one G per process): the tiny
 and TRL trainers' runs, and verl's runs at the verl_cpu scale.
 
-    python -m dara.evaluation.tiny --experiment tiny --run-dir results/tiny/runs/toolcall/dara_sym/G8/seed0 ...
+    python -m dara.evaluation.tiny_heldout --experiment tiny --run-dir results/tiny/runs/toolcall/dara_sym/G8/seed0 ...
 
 One process loads torch once and evaluates `checkpoints/step{N}/` for every N of the run's checkpoint steps
 (`dara.runs.Run.checkpoint_steps`), writing `step{N}.json` each into the run's evaluation folder
@@ -25,7 +25,7 @@ that every "points above the base" and every drift control is measured against. 
 the sampling error of a single checkpoint (about 4.6 points of BFCL tool accuracy on 87 tool items) in every
 comparison, so it gets `warm_start_samples`, and it is evaluated once per warm start, not once per job:
 
-    python -m dara.evaluation.tiny --experiment tiny --warm-start toolcall --warm-start-index 0
+    python -m dara.evaluation.tiny_heldout --experiment tiny --warm-start toolcall --warm-start-index 0
     # -> policies/toolcall/warm_start0/heldout_eval/step0.json
 
 writes the warm-start policy's `step0.json`, and an evaluation job given it (`--warm-start-eval`) copies it into each
