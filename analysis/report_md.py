@@ -155,7 +155,9 @@ def main(argv=None):
     lines += [f"## Steps until the {reward} reward first reaches {threshold}", "",
               f"{reference.crossing_description(size)} Medians on both sides are the study's, median steps to cross "
               "(Kaplan-Meier): the first step by which half of the seeds crossed, a never-crossing seed censored at "
-              "its run's last step (the paper's at its 100 steps).", ""]
+              "its run's last step (the paper's at its 100 steps). The paper's steps are verl's numbering (step k "
+              "samples from the policy after k - 1 updates), ours the policy after k updates: the same policy is one "
+              "step lower here (docs/verl.md, the step convention); the paper's numbers are shown as published.", ""]
     if not records.empty:
         group_size = main_group_size(records)
         comparison = crossing_comparison(records[records["G"] == group_size], reference.crossing_steps(), size)
