@@ -13,7 +13,7 @@ PIP := $(VENV)/bin/python $(INSTALL)
 COMPILE = $(VENV)/bin/python -m compileall -qq -j 0 $(VENV)/lib || true
 CORES ?= all
 
-.PHONY: setup setup-test setup-bfcl reproduce replicate calibrate verl-cpu snapshot smoke test test-cluster bench bench-trainer bench-verl-cpu verl-cpu-rerun notebooks clean-envs
+.PHONY: setup setup-test setup-bfcl reproduce replicate calibrate verl-cpu snapshot smoke test test-cluster bench bench-trainer profile-trainer bench-verl-cpu verl-cpu-rerun notebooks clean-envs
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -126,6 +126,11 @@ bench: setup-test
 # The tiny trainer's step against revision bf5bb9d; needs results/tiny/policies/toolcall/warm_start0 (or pass --policy).
 bench-trainer: $(VENV)/.cpu-stamp
 	pin=$$($(VENV)/bin/python -m dara.kernels env) && env $$pin $(VENV)/bin/python -m benchmarks.bench_trainer --out docs/results/bench_trainer.md
+
+# Where a tiny-trainer step and a warm-start step spend their time against one core's measured GEMM peak and memory
+# bandwidth (docs/performance.md); uses results/tiny/policies/toolcall/warm_start0, or makes one (about a minute).
+profile-trainer: $(VENV)/.cpu-stamp
+	pin=$$($(VENV)/bin/python -m dara.kernels env) && env $$pin $(VENV)/bin/python -m benchmarks.profile_trainer --out docs/results/profile_trainer.md
 
 # verl's CPU step with the batched hf rollout against one request at a time (about 10 minutes on 2 cores); builds
 # the verl_cpu scale's tool-calling data (warm start and verl data) first.
