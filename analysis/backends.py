@@ -84,8 +84,9 @@ def main(argv=None):
     table = summary_table(runs, backends)
     write_text_atomic(out / "tables" / "backends.md",
                f"# The same runs through {' and '.join(backends)} ({config['scale']} scale)\n\n"
-               "First step the batch mean of the reward reaches the threshold (median over seeds; a seed that never "
-               "reaches it counts as later than any step; then each seed's, in seed order) and the reward's "
+               "First step the batch mean of the reward reaches the threshold (the median over seeds is the "
+               "Kaplan-Meier one of dara.analysis.crossing: the first step by which half the seeds crossed, a seed "
+               "that never crossed censored at its last step; then each seed's, in seed order) and the reward's "
                "last-step value (median over seeds).\n\n"
                + table.to_markdown(index=False) + "\n")
 

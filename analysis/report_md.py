@@ -89,7 +89,10 @@ def _denser_regime(crossings: pd.DataFrame, metrics: pd.DataFrame | None, config
     """REPORT.md's denser-regime section, also written to tables/denser_regime.{md,csv} (the snapshot's copy): always,
     "not testable" where the scale has no runs of the dense task."""
     settings = config.get("denser_regime")
-    if settings is None:
+    if settings is None:  # the workflow still expects the files: say why they are empty
+        write_text_atomic(tables / "denser_regime.md", "No denser-regime contrast: analysis/config.yaml has no "
+                                                       "denser_regime block.\n")
+        write_csv_atomic(tables / "denser_regime.csv", pd.DataFrame(columns=["regime", "task", "contrast_verdict"]))
         return []
     tool, reward, threshold = config["tasks"]["tool"], config["format_reward"], config["format_threshold"]
     headline = crossings[crossings["task"] == tool]

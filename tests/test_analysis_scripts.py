@@ -146,6 +146,12 @@ def test_report_puts_the_papers_medians_beside_ours_and_computes_claims(results)
     assert claim["median_difference"] == dara_asym.median() - gdpo_steps.median()
     assert claim["ci_low"] <= claim["median_difference"] <= claim["ci_high"] < 0
     assert "Table 4b" in report and "Not reproduced" in report
+    # the denser-regime section is always written; without runs of the dense task it says what is missing
+    assert "## The denser regime (beyond the paper)" in report
+    regime = pd.read_csv(results / "tables/denser_regime.csv")
+    assert regime["regime"].tolist() == ["sparse", "dense"] and regime["task"].tolist() == ["toolcall", "toolcall_dense"]
+    assert regime["contrast_verdict"].iloc[0] == "not testable (no runs of both arms on toolcall_dense)"
+    assert (results / "tables/denser_regime.md").read_text() in report
     # every claim names reference rows, in a file that exists
     for reference in claims["reference"]:
         assert (REPO / "analysis/reference" / reference.split(" [")[0]).is_file(), reference
@@ -166,7 +172,7 @@ def test_a_corrected_reference_row_reaches_the_report(results, tmp_path):
     comparison = markdown_table(report, "## Steps until the format reward first reaches 0.8").set_index("method")
     assert float(comparison.loc["GDPO", "paper_km_median"]) == 42
     crossing = claims[claims["claim"].str.startswith("DARA-Asym reaches format 0.8") & claims["claim"].str.endswith("GDPO")]
-    assert "1.5B: median 14 vs 42 steps" in crossing["paper"].iloc[0]
+    assert "1.5B: Kaplan-Meier median of its per-seed steps 14 vs 42 (seeds" in crossing["paper"].iloc[0]
     accuracy = claims[claims["claim"] == "DARA-Sym's final held-out accuracy is not lower than GDPO's"].iloc[0]
     assert accuracy["paper"].endswith("12.34 vs 50.37 (1.5B), 54.15 vs 53.66 (3B)")
     table1 = markdown_table(report, "## Table 1:")

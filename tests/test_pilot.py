@@ -47,6 +47,9 @@ def test_summarise_run_reads_the_regime_numbers():
     assert np.isnan(summarise_run(_metrics(), ("format",), [("format", 0.95)], w_max=5.0)["crossing/format>=0.95"])
     assert summary["last_step"] == 7  # where a crossing never reached is censored
     assert summary["mean_last/correctness"] == pytest.approx(0.4)
+    # a step-0 screen (--set steps=1 writes row 0 only) has no training step: its crossing is not reached, not an error
+    screen = summarise_run(_metrics().iloc[:1], ("format", "correctness"), [("format", 0.5)], w_max=5.0)
+    assert np.isnan(screen["crossing/format>=0.5"]) and screen["last_step"] == 0
 
 
 def test_a_finished_run_is_reused_only_with_the_same_settings(tmp_path):

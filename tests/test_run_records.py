@@ -13,14 +13,18 @@ import pytest
 import yaml
 
 from dara.analysis.run_tables import load_evaluations, load_metrics
-from dara.runs import parse_run_dir, read_run_record, run_dir_of_evaluation, run_identity, run_tail
+from dara.runs import VERL_STEP_COLUMN, parse_run_dir, read_run_record, run_dir_of_evaluation, run_identity, run_tail
 from run_records import write_run_record
 from script_loader import load_script
 
 
-def _metrics(run_dir: Path, formats) -> Path:
+def _metrics(run_dir: Path, formats, verl: bool = False) -> Path:
+    """A metrics.parquet; a verl run's carries verl's own step numbers (row s: verl step s + 1), as its logs write it."""
     path = run_dir / "metrics.parquet"
-    pd.DataFrame({"step": range(len(formats)), "reward/format": formats}).to_parquet(path)
+    frame = pd.DataFrame({"step": range(len(formats)), "reward/format": formats})
+    if verl:
+        frame[VERL_STEP_COLUMN] = frame["step"] + 1.0
+    frame.to_parquet(path)
     return path
 
 
@@ -32,10 +36,10 @@ def tree(tmp_path):
     paths = {}
     own = results / "verl_cpu" / "runs" / "toolcall-tiny_tool" / "gdpo" / "G4" / "seed1"
     write_run_record(own, "toolcall", "gdpo", 4, 1, backend="verl", model="tiny_tool")
-    paths["verl"] = _metrics(own, [0.1, 0.9])
+    paths["verl"] = _metrics(own, [0.1, 0.9], verl=True)
     view = results / "verl_cpu" / "runs" / "toolcall" / "gdpo" / "G4" / "seed1"
     write_run_record(view, "toolcall", "gdpo", 4, 1, backend="verl", model="tiny_tool")  # paper.smk copies it
-    paths["view"] = _metrics(view, [0.1, 0.9])
+    paths["view"] = _metrics(view, [0.1, 0.9], verl=True)
     twin = results / "verl_cpu" / "tiny" / "runs" / "toolcall" / "gdpo" / "G4" / "seed1"
     write_run_record(twin, "toolcall", "gdpo", 4, 1, warm_start=0)
     paths["twin"] = _metrics(twin, [0.2, 0.85])

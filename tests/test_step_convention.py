@@ -151,6 +151,10 @@ def test_a_verl_file_numbered_as_verl_steps_is_refused_and_rewritten_from_its_lo
     assert loaded["step"].tolist() == [0, 1, 2] and loaded["reward/format"].tolist() == [0.1, 0.2, 0.3]
     # the CPU trainers' frames carry no verl step and pass
     check_row_steps(pd.DataFrame({"step": [0, 1], "reward/format": [0.1, 0.2]}), "tiny")
+    # a verl run's frame without verl's step numbers cannot be checked: refused, not passed
+    pd.DataFrame({"step": [1, 2], "reward/format": [0.1, 0.2]}).to_parquet(run_dir / "metrics.parquet")
+    with pytest.raises(ValueError, match="without verl's own step numbers"):
+        load_metrics([run_dir / "metrics.parquet"])
 
 
 def test_rewriting_needs_the_runs_record(tmp_path):

@@ -26,6 +26,8 @@ mkdir -p "$OUT"
 # step 0 only: the format density, GDPO's share and DARA's weight of the first batch of 10 seeds
 SCREEN=(--target toolcall --methods gdpo --seeds 0 1 2 3 4 5 6 7 8 9 --group-size 4 --set steps=1 --set eval_every=1
         --evaluate)
+# the denser regime's screen: step-0 density only, its one criterion (no evaluation)
+DENSE_SCREEN=(--target toolcall --methods gdpo --seeds 0 1 2 3 4 5 6 7 8 9 --group-size 4 --set steps=1 --set eval_every=1)
 TOOL=(--target toolcall --methods shuffled gdpo --seeds 0 1 2 3 4 --group-size 4 --crossing format=0.8 --evaluate)
 TOOL3=(--target three_rewards --methods shuffled gdpo --seeds 0 1 2 3 4 --group-size 4 --crossing format=0.8
        --evaluate)
@@ -37,7 +39,7 @@ MATH=(--target math_length --methods shuffled gdpo --seeds 0 1 --group-size 8 --
   done
   # the denser regime's task (toolcall_dense): the rate whose step-0 format density is nearest 0.25, the only criterion
   for rate in 0.06 0.08 0.09 0.1; do
-    pilot "screen-dense-fr$rate" "${SCREEN[@]}" --option format_rate=$rate
+    pilot "screen-dense-fr$rate" "${DENSE_SCREEN[@]}" --option format_rate=$rate
   done
   for config in 1.5e-4:0:30 1.5e-4:0.1:30 2e-4:0.1:30 3e-4:0.1:30 3e-4:0.2:30 2e-4:0.1:40 2e-4:0.2:40 3e-4:0.2:40; do
     IFS=: read -r lr kl steps <<< "$config"

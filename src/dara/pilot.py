@@ -44,7 +44,7 @@ import yaml
 import torch
 
 from dara.advantages import density_weights, energy_shares
-from dara.analysis.crossing import first_crossing, median_crossing_step, step_text
+from dara.analysis.crossing import first_crossing, median_crossing_step, step_text, training_steps
 from dara.io import write_csv_atomic
 
 
@@ -83,9 +83,10 @@ def summarise_run(metrics: pd.DataFrame, rewards: tuple[str, ...], crossings: li
         for reward in rewards:
             out[f"{name}0/{reward}"] = shares[0][reward]
             out[f"{name}_first5/{reward}"] = float(np.nanmedian([s[reward] for s in shares]))
+    trained = not training_steps(metrics).empty  # a step-0 screen (--set steps=1) has no step to cross at
     for reward, threshold in crossings:
-        step = first_crossing(metrics["step"], metrics[f"reward/{reward}"], threshold)  # from step 1, as the tables
-        out[f"crossing/{reward}>={threshold:g}"] = np.nan if step is None else step
+        step = first_crossing(metrics["step"], metrics[f"reward/{reward}"], threshold) if trained else None
+        out[f"crossing/{reward}>={threshold:g}"] = np.nan if step is None else step  # from step 1, as the tables
     out["last_step"] = int(last["step"])  # where a crossing never reached is censored (summary_table)
     out["entropy_last"] = last["entropy"]
     out["seconds_per_step"] = float(metrics["seconds"].median())

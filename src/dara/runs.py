@@ -380,11 +380,16 @@ VERL_STEP_COLUMN = "verl/training/global_step"
 """verl's own step number, kept in each row of a verl run's metrics (row s: verl step s + 1)."""
 
 
-def check_row_steps(frame, source: str | Path) -> None:
+def check_row_steps(frame, source: str | Path, backend: str | None = None) -> None:
     """Refuse a verl run's metrics frame whose rows are numbered as verl numbers its steps (a metrics.parquet
     written before `dara.verl_backend.logs` converted them): row ``s`` must carry verl step ``s + 1``. Frames of the
-    CPU trainers (no verl step column) pass."""
-    if VERL_STEP_COLUMN not in frame.columns:
+    CPU trainers (no verl step column) pass; a frame of a run recorded as ``backend="verl"`` must carry the column,
+    or nothing would say how its rows are numbered."""
+    if VERL_STEP_COLUMN not in frame.columns or not frame[VERL_STEP_COLUMN].notna().any():
+        if backend == "verl":
+            raise ValueError(f"{source}: a verl run's metrics without verl's own step numbers "
+                             f"({VERL_STEP_COLUMN}), so its row numbering cannot be checked; rewrite it from the "
+                             f"run's verl_logs/ with `python -m dara.verl_backend.logs <run folder>`")
         return
     logged = frame[VERL_STEP_COLUMN]
     known = logged.notna()

@@ -1,6 +1,6 @@
 """Steps, crossings, censoring and the one median of crossing steps: every table, figure, claim, notebook and the
 README headline asks this module, so none of them computes a crossing or picks the training rows itself
-(``tests/test_crossing_home.py`` fails when a script does).
+(``tests/test_analysis_crossing_home.py`` fails when a script does).
 
 **Which rows are training steps.** Row ``s`` of a run's metrics is the batch sampled from the policy after ``s``
 updates; row 0 is the starting policy (the warm start), which no method has trained yet. Crossings are searched from
@@ -32,7 +32,7 @@ have crossed, never-crossing runs censored at their last step; "never" (inf, NaN
 crossed. Its quartiles are the Kaplan-Meier ones (the first step by which a quarter, three quarters, have crossed).
 Where every run of a group has the same length (the pipeline's runs), this is the middle of the sorted steps with
 never-crossing runs after every step, and of an even count the *lower* middle: numpy's median would average the two
-middle steps (24.5 where Kaplan-Meier says 25). Tables name it "median (Kaplan-Meier)"; the headline, first_crossing.md,
+middle steps (24.5 where Kaplan-Meier says 24). Tables name it "median (Kaplan-Meier)"; the headline, first_crossing.md,
 the claims, the survival table, the figures, REPORT.md's comparison with the paper and the pilots all show this one.
 The survival figure also shows the paper's own statistic, :func:`median_of_crossed` (never-crossing seeds dropped),
 named as such.

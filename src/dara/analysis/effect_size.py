@@ -35,7 +35,6 @@ from dara.analysis.crossing import steps_never_after_last
 
 BOOTSTRAP_SEED = 20261001  # any fixed value: the interval must not change between two builds of REPORT.md
 BOOTSTRAP_RESAMPLES = 10_000
-# the statistic of each arm; nan-aware because a resample pads warm starts with fewer seeds with NaN
 def lower_median(values, axis=None):
     """The lower of the two middle values (the middle one for an odd count), NaN ignored: the median the study shows
     (`dara.analysis.crossing.median_crossing_step`, Kaplan-Meier) reads off runs of equal length, the first step by
@@ -43,6 +42,7 @@ def lower_median(values, axis=None):
     return np.nanquantile(values, 0.5, axis=axis, method="inverted_cdf")
 
 
+# the statistic of each arm; nan-aware because a resample pads warm starts with fewer seeds with NaN
 STATISTICS = {"median": lower_median, "mean": np.nanmean}
 
 

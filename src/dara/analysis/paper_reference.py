@@ -117,7 +117,8 @@ class PaperReference:
             if all(method in medians.index for method in methods):
                 seeds = rows[rows["model_size"] == size].groupby("method")["seed"].size()
                 counts = "/".join(str(seeds[m]) for m in methods)
-                parts.append(f"{size}: median {' vs '.join(_number(medians[m]) for m in methods)} steps "
+                parts.append(f"{size}: Kaplan-Meier median of its per-seed steps "
+                             f"{' vs '.join(_number(medians[m]) for m in methods)} "
                              f"(seeds {counts})")
         threshold = _number(float(rows["threshold"].iloc[0]))
         return PaperStatement(f"first step format >= {threshold}, {_methods_text(methods)}: " + "; ".join(parts),
@@ -131,7 +132,8 @@ class PaperReference:
         threshold = _number(float(rows["threshold"].iloc[0]))
         per_method = ", ".join(f"{palette.label(m)} {_number(medians[m])}" for m in palette.ordered(medians.index))
         return (f"Paper: first training step with format >= {threshold}, model size {model_size}, seeds {seeds} "
-                f"(not every method ran every seed); median {per_method} "
+                f"(not every method ran every seed); Kaplan-Meier median of those steps (computed here, as ours) "
+                f"{per_method} "
                 f"(`{_citation('format_crossing_steps.csv', {'model_size': model_size})}`).")
 
     # -- BFCL-v4 final scores (Table 1) ---------------------------------------------------------------------

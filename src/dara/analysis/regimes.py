@@ -2,7 +2,8 @@
 
 DARA's weight on a reward is ``sqrt(max_j pi_j / pi_k)``: large when the reward varies in few groups, near 1 when
 it varies in many. So the mechanism makes a prediction that can fail: on the same task with the format reward
-made denser at step 0 (``toolcall_dense``: density near 0.25 against toolcall's 0.06), DARA-Sym's lead over GDPO
+made denser at step 0 (``toolcall_dense``: density near 0.25 against toolcall's near 0.04 in the
+calibration screens), DARA-Sym's lead over GDPO
 in steps to format 0.8 is smaller than in the sparse regime. The prediction, its test and its threshold are fixed
 here and in ``analysis/config.yaml`` (``denser_regime``) before the runs.
 

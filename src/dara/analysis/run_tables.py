@@ -54,6 +54,11 @@ def run_keys(run_dir) -> dict:
     return _analysis_keys(identity, identity["task_dir"])
 
 
+def _run_keys_and_backend(run_dir) -> tuple[dict, str]:
+    identity = run_identity(run_dir)
+    return _analysis_keys(identity, identity["task_dir"]), identity["backend"]
+
+
 def load_metrics(paths: Iterable) -> pd.DataFrame:
     """Concatenate ``metrics.parquet`` files into one long frame with the run keys and the warm start (`WARM_START`)
     from each run's config.yaml as leading columns (`run_keys`).
@@ -64,11 +69,11 @@ def load_metrics(paths: Iterable) -> pd.DataFrame:
     frames = []
     for path in paths:
         path = Path(path)
-        run = run_keys(path.parent)
+        run, backend = _run_keys_and_backend(path.parent)
         frame = pd.read_parquet(path)
         if "step" not in frame.columns:
             raise ValueError(f"{path} has no 'step' column")
-        check_row_steps(frame, path)
+        check_row_steps(frame, path, backend)
         if frame["step"].duplicated().any():
             raise ValueError(f"{path} repeats steps {sorted(frame.loc[frame['step'].duplicated(), 'step'].unique())}")
         frame = frame.sort_values("step").reset_index(drop=True)
