@@ -135,12 +135,12 @@ def measure_peak(gemm_size: int, copy_megabytes: int, repeats: int) -> dict[str,
 
 def policy_gemm_rates(hidden: int, intermediate: int, vocab: int, decode_rows: int, token_rows: int,
                       repeats: int = 5) -> list[dict[str, Any]]:
-    """GFLOP/s of the policy's own matrix shapes: a decoding step's rows (one token per response) and an update's
-    (every response token) through the MLP's up projection and the LM head."""
+    """GFLOP/s of the policy's own matrix shapes: a decoding step's rows (one token per response) and an update
+    minibatch's (its response tokens) through the MLP's up projection and the LM head."""
     shapes = [("decoding step, MLP up projection", decode_rows, hidden, intermediate),
               ("decoding step, LM head", decode_rows, hidden, vocab),
-              ("update, MLP up projection", token_rows, hidden, intermediate),
-              ("update, LM head", token_rows, hidden, vocab)]
+              ("update minibatch, MLP up projection", token_rows, hidden, intermediate),
+              ("update minibatch, LM head", token_rows, hidden, vocab)]
     return [{"case": case, "m": m, "k": k, "n": n, "gflops": gemm_gflops(m, k, n, repeats, min_seconds=0.02)}
             for case, m, k, n in shapes]
 
@@ -587,9 +587,10 @@ def _phase_table(summary: dict[str, Any], names: dict[str, str]) -> list[str]:
 
 def _top_ops(summary: dict[str, Any]) -> list[str]:
     window = summary["profiled_window_seconds"]
-    lines = [f"Top 10 ops by self CPU time over the {summary['steps']} profiled steps ({_ms(window)} ms in all, "
-             "the phase ranges left out):", "",
-             "| op | calls per step | self time (ms/step) | share of the profiled time |", "|---|---|---|---|"]
+    lines = [f"Top 10 profiler events by self CPU time over the {summary['steps']} profiled steps ({_ms(window)} ms "
+             "in all): ATen ops, autograd nodes (their self time: the engine's and the node's own work outside the "
+             "ATen ops they call) and labelled ranges such as the optimizer's; the phase ranges left out.", "",
+             "| event | calls per step | self time (ms/step) | share of the profiled time |", "|---|---|---|---|"]
     for op in summary["top_ops"]:
         lines.append(f"| `{op['op']}` | {op['calls'] / summary['steps']:.0f} | "
                      f"{_ms(op['self_seconds'] / summary['steps'])} | {op['share']:.1%} |")
@@ -720,7 +721,8 @@ def profile(run, policy: Path, warm_start: dict[str, Any], *, warmup: int, steps
     arithmetic = model_arithmetic(model)
     gemms = policy_gemm_rates(arithmetic["hidden"], arithmetic["intermediate"], arithmetic["vocab"],
                               decode_rows=rl["responses"],
-                              token_rows=round(rl["responses"] * rl["response_length"]), repeats=repeats)
+                              token_rows=round(rl["responses"] * rl["response_length"] / rl["minibatches"]),
+                              repeats=repeats)
     for summary in (rl, sft):
         summary["peak_gflops"] = peak["gemm_gflops"]
     return {"machine": machine, "peak": peak, "model": arithmetic, "policy_gemms": gemms, "rl": rl, "sft": sft}
