@@ -42,6 +42,7 @@ import argparse
 import contextlib
 import dataclasses
 import math
+import os
 import shlex
 import subprocess
 import sys
@@ -70,28 +71,45 @@ SFT_PHASES = {"batch": "batch (demonstrations, tokenization)", "forward": "forwa
 NEAR_LIMIT = 2.0
 OVERHEAD_SHARE = 0.5
 # What a phase's verdict points at (docs/performance.md gives the reasons): candidates, not measured gains. An
-# arithmetic-bound phase gains only from fewer FLOPs or a faster GEMM; the others from what each phase's calls are.
+# arithmetic-bound phase gains only from fewer FLOPs or a faster GEMM; an overhead-bound one from fewer calls; a
+# kernel-bound one from the ATen work besides the counted products and from fewer products.
 ARITHMETIC_LEVER = "fewer FLOPs (less padding, a smaller LM head) or a faster GEMM branch than the pin's"
-PHASE_LEVERS = {
-    ("rl", "sampling"): "a static KV cache with a compiled decode step (torch.compile: fewer, fused calls per token), "
-                        "fused sampling (softmax, CDF and draw in one kernel), several runs' rollouts batched in one "
-                        "process (more rows for the same calls)",
-    ("rl", "logprobs"): "torch.compile of the reference forward, several runs batched in one process",
-    ("rl", "update"): "torch.compile of the forward and backward, a fused AdamW, fewer and larger minibatches or "
-                      "several runs batched (larger matrices for the same calls)",
-    ("rl", "other"): "the Python around the model: batched decoding of responses, vectorised reward scoring",
-    ("sft", "batch"): "demonstrations and tokenization prepared ahead (another process) or cached",
-    ("sft", "forward"): "larger SFT batches (the same calls, more rows each), torch.compile of the forward",
-    ("sft", "backward"): "larger SFT batches, torch.compile of the forward and backward",
-    ("sft", "optimizer"): "a fused AdamW (one kernel for all parameters), larger SFT batches (fewer steps for the "
-                          "same demonstrations)",
-    ("sft", "other"): "nothing: the loop itself",
+PHASE_LEVERS: dict[tuple[str, str], dict[str, str]] = {
+    ("rl", "sampling"): {
+        "overhead-bound": "a static KV cache with a compiled decode step (torch.compile: fewer, fused calls per "
+                          "token), fused sampling, several runs' rollouts batched in one process (more rows for the "
+                          "same calls)",
+        "kernel-bound": "fused sampling (softmax, cumulative sum and draw in one pass over the vocabulary), a "
+                        "compiled decode step fusing its elementwise work, the attention products over the cache"},
+    ("rl", "logprobs"): {
+        "overhead-bound": "torch.compile of the reference forward, several runs batched in one process",
+        "kernel-bound": "fewer products: the layers run on every position of the padded width, after EOS too; SDPA's "
+                        "CPU kernel (see its rate in the top events)"},
+    ("rl", "update"): {
+        "overhead-bound": "torch.compile of the forward and backward, a fused AdamW, fewer and larger minibatches or "
+                          "several runs batched (larger matrices for the same calls)",
+        "kernel-bound": "fewer products: the padded positions after EOS, forward and backward; SDPA's CPU kernels; "
+                        "torch.compile to fuse the elementwise chains (mul, add, copies)"},
+    ("rl", "other"): {"any": "the Python around the model: batched decoding of responses, vectorised reward scoring"},
+    ("sft", "batch"): {"any": "demonstrations and tokenization prepared ahead (another process) or cached"},
+    ("sft", "forward"): {
+        "overhead-bound": "larger SFT batches (the same calls, more rows each), torch.compile of the forward",
+        "kernel-bound": "SDPA's CPU kernel, fused elementwise work (torch.compile), larger SFT batches"},
+    ("sft", "backward"): {
+        "overhead-bound": "larger SFT batches, torch.compile of the forward and backward",
+        "kernel-bound": "SDPA's CPU backward kernel, fused elementwise work (torch.compile), larger SFT batches"},
+    ("sft", "optimizer"): {"any": "a fused AdamW (one kernel for all parameters), larger SFT batches (fewer steps "
+                                  "for the same demonstrations)"},
+    ("sft", "other"): {"any": "nothing: the loop itself"},
 }
 
 
 def lever(step: str, phase: str, verdict_found: str) -> str | None:
     """The candidate levers of ``phase`` of the ``step`` (``rl`` or ``sft``) given its verdict."""
-    return ARITHMETIC_LEVER if verdict_found == "arithmetic-bound" else PHASE_LEVERS.get((step, phase))
+    if verdict_found == "arithmetic-bound":
+        return ARITHMETIC_LEVER
+    levers = PHASE_LEVERS.get((step, phase), {})
+    return levers.get(verdict_found, levers.get("any"))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -128,9 +146,20 @@ def copy_gbps(megabytes: int, repeats: int = 5) -> float:
     return 2 * elements * 4 / _best_seconds(lambda: destination.copy_(source), repeats, 0.0) / 1e9
 
 
-def measure_peak(gemm_size: int, copy_megabytes: int, repeats: int) -> dict[str, Any]:
-    return {"gemm_size": gemm_size, "gemm_gflops": gemm_gflops(gemm_size, gemm_size, gemm_size, repeats),
-            "copy_megabytes": copy_megabytes, "copy_gbps": copy_gbps(copy_megabytes, repeats), "repeats": repeats}
+def measure_limits(gemm_sizes: list[int], copy_megabytes: int, repeats: int) -> dict[str, Any]:
+    """Square GEMMs of each size and the copy bandwidth; the GEMM peak is set later, from every GEMM measured
+    (`set_gemm_peak`)."""
+    squares = [{"case": f"square, {n}^3", "m": n, "k": n, "n": n, "gflops": gemm_gflops(n, n, n, repeats)}
+               for n in gemm_sizes]
+    return {"squares": squares, "copy_megabytes": copy_megabytes, "copy_gbps": copy_gbps(copy_megabytes, repeats),
+            "repeats": repeats}
+
+
+def set_gemm_peak(limits: dict[str, Any], gemms: list[dict[str, Any]]) -> dict[str, Any]:
+    """``limits`` with the GEMM peak: the highest rate of all the GEMMs measured (the square ones and ``gemms``, the
+    policy's shapes; MKL may reach more on the policy's shapes than on a large square one)."""
+    best = max([*limits["squares"], *gemms], key=lambda g: g["gflops"])
+    return {**limits, "gemm_gflops": best["gflops"], "gemm_case": best["case"]}
 
 
 def policy_gemm_rates(hidden: int, intermediate: int, vocab: int, decode_rows: int, token_rows: int,
@@ -210,14 +239,50 @@ class _GlobalOnly:
         return None
 
 
+class _CountAsDispatched(TorchDispatchMode):
+    """FlopCounterMode's dispatch mode, but running each op as CPU dispatch would. An op reaches the mode undecomposed
+    where autograd did not decompose it (under ``torch.inference_mode``: ``linear``, ``matmul``, SDPA); FlopCounterMode
+    then runs its CompositeImplicitAutograd decomposition, so that the products inside are counted, but does so also
+    for an op that has a CPU kernel of its own (here ``silu_backward``), whose decomposition rounds differently: the
+    counted pass would train other numbers than the timed one. Here an op with its own CPU kernel runs whole (it is
+    elementwise: no FLOPs either way; such ops are named in ``run_whole`` for the view), any other is decomposed as
+    CPU dispatch would."""
+
+    def __init__(self, counter: "StepFlopCounter"):
+        super().__init__()
+        self.counter = counter
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if (func._overloadpacket not in self.counter.flop_registry
+                and func.has_kernel_for_dispatch_key(torch._C.DispatchKey.CompositeImplicitAutograd)):
+            if func.has_kernel_for_dispatch_key(torch._C.DispatchKey.CPU):
+                self.counter.run_whole.add(str(func._overloadpacket))
+            else:
+                with self:
+                    decomposed = func.decompose(*args, **kwargs)
+                if decomposed is not NotImplemented:
+                    return decomposed
+        out = func(*args, **kwargs)
+        return self.counter._count_flops(func._overloadpacket, out, args, kwargs)
+
+
 class StepFlopCounter(FlopCounterMode):
-    """FlopCounterMode (its formulas, with `CPU_ATTENTION_FLOPS`) without its per-module breakdown: the
-    ModuleTracker behind that breakdown registers hooks on every module call that fail on modules called under
-    ``torch.inference_mode`` (the sampler's embedding and rotary modules), and only the totals are needed here."""
+    """FlopCounterMode's formulas and totals (with `CPU_ATTENTION_FLOPS`), each op run as CPU dispatch would run it
+    (`_CountAsDispatched`), and
+    without the per-module breakdown: the ModuleTracker behind it registers hooks on every module call that fail on
+    modules called under ``torch.inference_mode`` (the sampler's embedding and rotary modules)."""
 
     def __init__(self):
         super().__init__(display=False, custom_mapping=CPU_ATTENTION_FLOPS)
         self.mod_tracker = _GlobalOnly()
+        self.run_whole: set[str] = set()
+
+    def __enter__(self):
+        self.flop_counts.clear()
+        self.mode = _CountAsDispatched(self)
+        self.mode.__enter__()
+        return self
 
 
 @contextlib.contextmanager
@@ -262,6 +327,7 @@ class PhaseMeter:
         self._current: dict[str, dict[str, float]] = {}
         self._step_start: dict[str, float] = {}
         self._window_start = 0.0
+        self.run_whole: list[str] = []
 
     @property
     def measuring(self) -> bool:
@@ -327,6 +393,7 @@ class PhaseMeter:
         if self.kind == "count":
             with counting() as (self.flops, self.moved):
                 yield self
+            self.run_whole = sorted(self.flops.run_whole)
         elif self.kind == "profile":
             self.profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
             yield self
@@ -406,7 +473,8 @@ def summarise(passes: dict[str, PhaseMeter], phases: list[str], peak: dict[str, 
                        if seconds > 0 else 0.0, "intensity": flops / moved if moved > 0 else 0.0,
                        "profiled_seconds": profile["seconds"] / profiled.steps,
                        "aten_share": profile["aten_share"], "verdict": verdict(ratio, profile["aten_share"])}
-    return {"phases": rows, "top_ops": split["top_ops"], "flops_by_op": {
+    return {"phases": rows, "top_ops": split["top_ops"], "run_whole": counted.run_whole,
+            "peak_gflops": peak["gemm_gflops"], "flops_by_op": {
         op: n / counted.steps for op, n in sorted(counted.ops_in_window.items(), key=lambda kv: -kv[1]) if n},
         "profiled_window_seconds": profiled.window_seconds, "timed_window_seconds": timed.window_seconds,
         "steps": timed.steps}
@@ -426,9 +494,10 @@ def verdict(ratio: float, aten_share: float) -> str:
 # the RL step
 
 
-def profile_rl(run, policy: str | Path, *, warmup: int, steps: int, peak: dict[str, Any]) -> dict[str, Any]:
+def measure_rl(run, policy: str | Path, *, warmup: int, steps: int) -> dict[str, Any]:
     """Train ``run`` (a `dara.runs.Run` of the tiny backend; its settings' ``steps`` replaced by warmup + steps)
-    from ``policy`` three times in temporary folders (timed, counted, profiled) and summarise its phases."""
+    from ``policy`` three times in temporary folders (timed, counted, profiled): the passes (`summarise` them) and
+    what the run was."""
     import dara.tiny.trainer as trainer
 
     torch.set_num_threads(1)
@@ -468,24 +537,22 @@ def profile_rl(run, policy: str | Path, *, warmup: int, steps: int, peak: dict[s
     measured = frames["time"].iloc[warmup:]
     same = all(frames[kind].drop(columns="seconds").equals(frames["time"].drop(columns="seconds"))
                for kind in PASSES[1:])
-    summary = summarise(passes, phases, peak)
-    summary.update({"run": run.name, "responses": run.settings["responses_per_step"], "group_size": run.group_size,
-                    "warmup": warmup, "same_steps": same,
-                    "response_length": float(measured["response_length"].mean()),
-                    "max_new_tokens": run.settings["max_new_tokens"], "minibatches": run.settings["minibatches"],
-                    "kl_coef": run.settings["kl_coef"]})
-    return summary
+    return {"passes": passes, "phases": phases, "run": run.name, "responses": run.settings["responses_per_step"],
+            "group_size": run.group_size, "warmup": warmup, "same_steps": same,
+            "response_length": float(measured["response_length"].mean()),
+            "max_new_tokens": run.settings["max_new_tokens"], "minibatches": run.settings["minibatches"],
+            "kl_coef": run.settings["kl_coef"]}
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # the supervised (warm-start) step
 
 
-def profile_sft(policy: str | Path, task_name: str, task_options: dict[str, Any], *, batch_size: int,
-                corpus_items: int, seed: int, learning_rate: float, warmup: int, steps: int,
-                peak: dict[str, Any]) -> dict[str, Any]:
+def measure_sft(policy: str | Path, task_name: str, task_options: dict[str, Any], *, batch_size: int,
+                corpus_items: int, seed: int, learning_rate: float, warmup: int, steps: int) -> dict[str, Any]:
     """``dara.tiny.warmstart.warm_start``'s supervised loop, continued from ``policy``'s weights for warmup + steps
-    steps, three times (timed, counted, profiled) from the same weights and demonstrations."""
+    steps, three times (timed, counted, profiled) from the same weights and demonstrations: the passes (`summarise`
+    them) and what the steps were."""
     import numpy as np
 
     from dara.tasks import get_task
@@ -531,11 +598,9 @@ def profile_sft(policy: str | Path, task_name: str, task_options: dict[str, Any]
                 if kind == "time" and meter.step >= warmup:
                     answer_tokens.append(float(loss_mask.sum()))
         passes[kind] = meter
-    summary = summarise(passes, phases, peak)
-    summary.update({"task": task_name, "batch_size": batch_size, "warmup": warmup,
-                    "same_steps": losses["count"] == losses["time"] == losses["profile"],
-                    "answer_tokens": sum(answer_tokens) / len(answer_tokens)})
-    return summary
+    return {"passes": passes, "phases": phases, "task": task_name, "batch_size": batch_size, "warmup": warmup,
+            "same_steps": losses["count"] == losses["time"] == losses["profile"],
+            "answer_tokens": sum(answer_tokens) / len(answer_tokens)}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -599,6 +664,10 @@ def _top_ops(summary: dict[str, Any]) -> list[str]:
     if total:
         lines += ["", "FLOPs by op (FlopCounterMode, per step): " + ", ".join(
             f"`{op}` {n / 1e9:.3f} GFLOP ({n / total:.0%})" for op, n in flops.items()) + "."]
+    if summary["run_whole"]:
+        lines += ["", "Run by their own CPU kernel in the counted pass, where FlopCounterMode would run their "
+                      "decomposition (which rounds differently; no FLOPs either way): " + ", ".join(
+                          f"`{op}`" for op in summary["run_whole"]) + "."]
     return lines
 
 
@@ -642,18 +711,19 @@ def render(result: dict[str, Any]) -> str:
         f"Written by `{result['command']}` (`benchmarks/profile_trainer.py`; docs/performance.md explains the page). "
         f"One process, one thread; revision {result['revision']}.", "",
         f"- CPU: {cpu['model_name']} (family {cpu['family']}, model {cpu['model']}; {flags}), "
-        f"{cpu['logical_cpus']} logical CPUs",
+        f"{cpu['logical_cpus']} logical CPUs; 1-minute load average {result['load'][0]:.2f} at the start, "
+        f"{result['load'][1]:.2f} at the end (this process counts 1 of it there; other processes share the cores, "
+        "caches and memory bandwidth: the timings, not the counts, move with the load)",
         f"- Kernel dispatch: {variables}; ATen {dispatch.get('aten_cpu_capability')}, MKL branch "
         f"{dispatch.get('mkl_cbwr_branch')}, torch {dispatch.get('torch')}, {dispatch.get('torch_threads')} thread(s)",
         "", "## The core's limits", "",
-        "| measure | value |", "|---|---|",
-        f"| fp32 GEMM, {peak['gemm_size']}^3 `torch.mm`, best of {peak['repeats']} | "
-        f"**{peak['gemm_gflops']:.1f} GFLOP/s** |",
-        f"| copy of {peak['copy_megabytes']} MiB fp32 (read + write), best of {peak['repeats']} | "
-        f"**{peak['copy_gbps']:.1f} GB/s** |"]
-    lines += [f"| GEMM at the policy's shape: {g['case']} ({g['m']} x {g['k']} @ {g['k']} x {g['n']}) | "
-              f"{g['gflops']:.1f} GFLOP/s ({g['gflops'] / peak['gemm_gflops']:.0%} of the peak) |"
-              for g in result["policy_gemms"]]
+        f"Each rate is the best of {peak['repeats']} timings. The GEMM peak is the highest rate of the fp32 "
+        f"`torch.mm` calls below (the large square ones and the policy's own shapes): "
+        f"**{peak['gemm_gflops']:.1f} GFLOP/s** ({peak['gemm_case']}); the memory bandwidth is a copy of "
+        f"{peak['copy_megabytes']} MiB fp32, counted as read + written: **{peak['copy_gbps']:.1f} GB/s**.", "",
+        "| GEMM | shape | GFLOP/s | share of the peak |", "|---|---|---|---|"]
+    lines += [f"| {g['case']} | {g['m']} x {g['k']} @ {g['k']} x {g['n']} | {g['gflops']:.1f} | "
+              f"{g['gflops'] / peak['gemm_gflops']:.0%} |" for g in [*peak["squares"], *result["policy_gemms"]]]
     lines += [
         "", "## The model's arithmetic", "",
         f"{arithmetic['parameters']:,} parameters (vocabulary {arithmetic['vocab']}, hidden {arithmetic['hidden']}, "
@@ -704,28 +774,32 @@ def ensure_policy(policy: Path, experiment: str, task: str, warm_start: int, scr
 
 
 def profile(run, policy: Path, warm_start: dict[str, Any], *, warmup: int, steps: int, sft_warmup: int,
-            sft_steps: int, gemm_size: int, copy_megabytes: int, repeats: int) -> dict[str, Any]:
+            sft_steps: int, gemm_sizes: list[int], copy_megabytes: int, repeats: int) -> dict[str, Any]:
     """Every measurement of the page (the machine record, the limits, the RL and the supervised step)."""
     from dara.kernels import machine_record
     from dara.tiny.policy import load_policy
 
     torch.set_num_threads(1)
     machine = machine_record()  # a process marked as pinned and not pinned stops here (dara.kernels.enforce_pin)
-    peak = measure_peak(gemm_size, copy_megabytes, repeats)
+    load_before = os.getloadavg()[0]
+    limits = measure_limits(gemm_sizes, copy_megabytes, repeats)
     _, model = load_policy(policy)
-    rl = profile_rl(run, policy, warmup=warmup, steps=steps, peak=peak)
-    sft = profile_sft(policy, warm_start["task_name"], warm_start["task_options"],
+    rl = measure_rl(run, policy, warmup=warmup, steps=steps)
+    sft = measure_sft(policy, warm_start["task_name"], warm_start["task_options"],
                       batch_size=warm_start["sft_batch_size"], corpus_items=warm_start["corpus_items"],
                       seed=warm_start["seed"], learning_rate=warm_start["sft_learning_rate"], warmup=sft_warmup,
-                      steps=sft_steps, peak=peak)
+                      steps=sft_steps)
     arithmetic = model_arithmetic(model)
     gemms = policy_gemm_rates(arithmetic["hidden"], arithmetic["intermediate"], arithmetic["vocab"],
                               decode_rows=rl["responses"],
                               token_rows=round(rl["responses"] * rl["response_length"] / rl["minibatches"]),
                               repeats=repeats)
-    for summary in (rl, sft):
-        summary["peak_gflops"] = peak["gemm_gflops"]
-    return {"machine": machine, "peak": peak, "model": arithmetic, "policy_gemms": gemms, "rl": rl, "sft": sft}
+    peak = set_gemm_peak(limits, gemms)
+    summaries = {name: {**summarise(raw.pop("passes"), raw.pop("phases"), peak), **raw}
+                 for name, raw in (("rl", rl), ("sft", sft))}
+    # the machine's load beside this process (1-minute averages, which lag): timings on a shared machine move with it
+    return {"machine": machine, "load": (load_before, os.getloadavg()[0]), "peak": peak, "model": arithmetic,
+            "policy_gemms": gemms, **summaries}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -742,7 +816,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=3, help="RL steps measured per pass")
     parser.add_argument("--sft-warmup", type=int, default=2)
     parser.add_argument("--sft-steps", type=int, default=10)
-    parser.add_argument("--gemm-size", type=int, default=1536)
+    parser.add_argument("--gemm-sizes", type=int, nargs="+", default=[512, 1024, 1536],
+                        help="square GEMM sizes timed for the peak")
     parser.add_argument("--copy-mb", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=5, help="timings of each limit (the best is kept)")
     parser.add_argument("--out", type=Path, default=None, help="write the Markdown view here "
@@ -760,7 +835,7 @@ def main(argv: list[str] | None = None) -> None:
         policy = ensure_policy(args.policy or ROOT / run.policy_dir, args.experiment, args.task, run.warm_start,
                                Path(scratch))
         result = profile(run, policy, warm_start, warmup=args.warmup, steps=args.steps, sft_warmup=args.sft_warmup,
-                         sft_steps=args.sft_steps, gemm_size=args.gemm_size, copy_megabytes=args.copy_mb,
+                         sft_steps=args.sft_steps, gemm_sizes=args.gemm_sizes, copy_megabytes=args.copy_mb,
                          repeats=args.repeats)
     result["date"] = datetime.now(timezone.utc).date().isoformat()
     checkout = git_revision()

@@ -26,6 +26,39 @@ def test_a_linear_layer_counts_its_hand_computed_flops_and_bytes():
     assert flops.get_total_flops() == 2 * 5 * 16 * 8
     # addmm reads the bias, the input and the (transposed, a view: not counted) weight, and writes the output
     assert moved.total == 4 * (8 + 5 * 16 + 16 * 8 + 5 * 8)
+    # under inference mode linear reaches the counter undecomposed (as the sampler's layers do): still counted
+    with torch.inference_mode(), pt.counting() as (flops, _):
+        layer(x)
+    assert flops.get_total_flops() == 2 * 5 * 16 * 8
+
+
+def test_counting_runs_each_op_whole_so_the_numbers_are_those_of_an_uncounted_pass():
+    # FlopCounterMode on its own runs silu_backward through its decomposition, which rounds differently
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(64, 192), torch.nn.SiLU(), torch.nn.Linear(192, 64))
+    x = torch.randn(256, 64)
+
+    def gradient():
+        mlp.zero_grad(set_to_none=True)
+        mlp(x).square().sum().backward()
+        return mlp[0].weight.grad.clone()
+
+    plain = gradient()
+    with pt.counting() as (flops, _):
+        counted = gradient()
+    assert torch.equal(counted, plain)
+    assert "aten.silu_backward" in flops.run_whole
+    # two forward products; backward, the second layer's input and weight gradients, the first layer's weight
+    # gradient only (its input needs none)
+    assert flops.get_total_flops() == 5 * 2 * 256 * 64 * 192
+
+
+def test_the_gemm_peak_is_the_highest_rate_measured():
+    limits = {"squares": [{"case": "square, 512^3", "gflops": 30.0}, {"case": "square, 1024^3", "gflops": 38.0}]}
+    policy = [{"case": "update minibatch, LM head", "gflops": 41.0}]
+    peak = pt.set_gemm_peak(limits, policy)
+    assert (peak["gemm_gflops"], peak["gemm_case"]) == (41.0, "update minibatch, LM head")
+    assert pt.set_gemm_peak(limits, [])["gemm_case"] == "square, 1024^3"
 
 
 def test_views_move_nothing_and_an_in_place_op_reads_and_writes_its_operand():
@@ -103,7 +136,7 @@ def toy_profile(tmp_path_factory):
               settings=run_settings, results=str(tmp_path_factory.mktemp("unused")))
     warm = {"task_name": "act_critic", "task_options": ACT_OPTIONS, "sft_batch_size": 4, "corpus_items": 50,
             "seed": 0, "sft_learning_rate": 0.001}
-    result = pt.profile(run, policy, warm, warmup=0, steps=1, sft_warmup=0, sft_steps=1, gemm_size=64,
+    result = pt.profile(run, policy, warm, warmup=0, steps=1, sft_warmup=0, sft_steps=1, gemm_sizes=[32, 64],
                         copy_megabytes=1, repeats=2)
     return {**result, "date": "2000-01-01", "revision": "0000000", "command": "python -m benchmarks.profile_trainer"}
 
@@ -132,6 +165,7 @@ def test_a_toy_profile_knows_its_limits_and_renders_every_phase(toy_profile):
     assert all(g["gflops"] > 0 for g in toy_profile["policy_gemms"])
     rl = toy_profile["rl"]["phases"]
     assert rl["logprobs"]["flops"] > 0, "a KL coefficient above 0 runs a reference forward outside the update"
+    assert rl["sampling"]["flops"] > 0, "the sampler's products, under inference mode, are counted"
     text = pt.render(toy_profile)
     for name in [*pt.RL_PHASES.values(), *pt.SFT_PHASES.values()]:
         assert text.count(f"| {name} |") == 1 and f"- {name}: " in text
@@ -144,3 +178,12 @@ def test_make_profile_trainer_runs_under_the_kernel_pin_and_writes_the_view():
     recipe = makefile.split("\nprofile-trainer:", 1)[1].split("\n\n", 1)[0]
     assert "-m dara.kernels env" in recipe
     assert "-m benchmarks.profile_trainer --out docs/results/profile_trainer.md" in recipe
+
+
+def test_every_phase_has_candidate_levers_for_every_verdict():
+    for step, phases in (("rl", pt.RL_PHASES), ("sft", pt.SFT_PHASES)):
+        for phase in phases:
+            assert pt.lever(step, phase, "arithmetic-bound") == pt.ARITHMETIC_LEVER
+            for found in ("overhead-bound", "kernel-bound"):
+                assert pt.lever(step, phase, found), (step, phase, found)
+    assert pt.lever("rl", "sampling", "overhead-bound") != pt.lever("rl", "sampling", "kernel-bound")
