@@ -27,7 +27,9 @@ work, softmax and norms count nothing. Bytes are `OpBytes`'s: every ATen op that
 is not a view reads each input tensor and writes each output once, whole, as if no cache kept anything between ops:
 the traffic of a machine without caches, an upper bound on what must come from memory (the policy's weights, about
 0.5 MB, stay in a core's L2 cache). The "arithmetic limit" of a phase is its FLOPs at the measured GEMM peak, the
-"memory limit" its bytes at the measured bandwidth, the roofline limit the larger of the two. The ATen share is the
+"memory limit" its bytes at the measured bandwidth, the roofline limit the larger of the two. Times (the steps' and
+the limits') are this process's CPU time, which leaves out what other processes on a shared machine take from the core
+(their share of caches and memory bandwidth it does not); the wall time is shown beside it. The ATen share is the
 summed self CPU time of the ``aten::`` ops in the profile over the profiled wall time (the rest: Python, the trainer's
 own code, Hugging Face's module code, the autograd engine and the profiler's cost); an ATen op's self time includes its
 own dispatch, so this share over-states the time in arithmetic kernels.
@@ -117,18 +119,19 @@ def lever(step: str, phase: str, verdict_found: str) -> str | None:
 
 
 def _best_seconds(run: Callable[[], Any], repeats: int, min_seconds: float) -> float:
-    """The fastest of ``repeats`` timings of ``run``, each averaged over enough calls to last ``min_seconds``."""
+    """The fastest of ``repeats`` timings of ``run`` in this process's CPU time (as the steps are timed), each averaged
+    over enough calls to last ``min_seconds``."""
     run()  # warm: first-call allocation and page faults
-    started = time.perf_counter()
+    started = time.process_time()
     run()
-    once = max(time.perf_counter() - started, 1e-9)
+    once = max(time.process_time() - started, 1e-6)
     calls = max(1, math.ceil(min_seconds / once))
     best = math.inf
     for _ in range(repeats):
-        started = time.perf_counter()
+        started = time.process_time()
         for _ in range(calls):
             run()
-        best = min(best, (time.perf_counter() - started) / calls)
+        best = min(best, max(time.process_time() - started, 1e-9) / calls)
     return best
 
 
@@ -302,7 +305,7 @@ def flop_counts_by_op(flops: FlopCounterMode) -> dict[str, int]:
 
 
 class PhaseMeter:
-    """Splits steps into named phases, one way per pass: ``time`` (wall seconds), ``count`` (FLOPs and bytes of the
+    """Splits steps into named phases, one way per pass: ``time`` (CPU and wall seconds), ``count`` (FLOPs and bytes of the
     active counters) or ``profile`` (torch.profiler over the measured steps, each phase a ``phase:<name>`` range).
 
     Steps are numbered by `begin_step` calls; the first ``warmup`` are run but not recorded, the next ``steps`` are.
@@ -334,7 +337,9 @@ class PhaseMeter:
         return self.warmup <= self.step < self.warmup + self.steps
 
     def _reading(self) -> dict[str, float]:
-        return {"seconds": time.perf_counter(),
+        # seconds: this process's CPU time, what the step costs the core whatever else runs on the machine (one
+        # compute thread; a tokenizer's helper threads count too); wall_seconds beside it
+        return {"seconds": time.process_time(), "wall_seconds": time.perf_counter(),
                 "flops": float(self.flops.get_total_flops()) if self.flops is not None else 0.0,
                 "bytes": float(self.moved.total) if self.moved is not None else 0.0}
 
@@ -348,7 +353,7 @@ class PhaseMeter:
             if self.profiler is not None:
                 self.profiler.start()
             self._window_start = time.perf_counter()
-        self._current = {phase: {"seconds": 0.0, "flops": 0.0, "bytes": 0.0} for phase in self.phases}
+        self._current = {phase: dict.fromkeys(self._step_start_keys, 0.0) for phase in self.phases}
         self._step_start = self._reading()
 
     def end_step(self) -> None:
@@ -403,8 +408,11 @@ class PhaseMeter:
             raise RuntimeError(f"{self.kind} pass recorded {len(self.records)} steps, not {self.steps} (the run "
                                f"stopped after {self.step + 1} of {self.warmup} + {self.steps} steps)")
 
+    _step_start_keys = ("seconds", "wall_seconds", "flops", "bytes")
+
     def mean(self, phase: str, key: str) -> float:
-        """The per-step mean of ``key`` (seconds, flops, bytes) of ``phase`` (a phase, ``other`` or ``step``)."""
+        """The per-step mean of ``key`` (seconds of CPU time, wall_seconds, flops, bytes) of ``phase`` (a phase,
+        ``other`` or ``step``)."""
         return sum(r[phase][key] for r in self.records) / len(self.records)
 
 
@@ -454,23 +462,25 @@ def profile_split(profiler: torch.profiler.profile, phases: list[str], window_se
 
 
 def summarise(passes: dict[str, PhaseMeter], phases: list[str], peak: dict[str, Any]) -> dict[str, Any]:
-    """Per phase, per step: wall seconds (the timed pass), FLOPs and bytes (the counted pass), their limits at the
-    measured peak and bandwidth, the ratio measured / roofline limit, the ATen share (the profiled pass) and a
-    verdict."""
+    """Per phase, per step: CPU and wall seconds (the timed pass), FLOPs and bytes (the counted pass), their limits
+    at the measured peak and bandwidth, the ratio of the CPU time to the roofline limit, the ATen share (the
+    profiled pass) and a verdict."""
     timed, counted, profiled = passes["time"], passes["count"], passes["profile"]
     split = profile_split(profiled.profiler, phases, profiled.window_seconds)
     rows = {}
     for phase in [*phases, "other", "step"]:
         seconds, flops, moved = (timed.mean(phase, "seconds"), counted.mean(phase, "flops"),
                                  counted.mean(phase, "bytes"))
+        wall = timed.mean(phase, "wall_seconds")
         arithmetic = flops / (peak["gemm_gflops"] * 1e9)
         memory = moved / (peak["copy_gbps"] * 1e9)
         limit = max(arithmetic, memory)
         profile = split["phases"][phase]
         ratio = seconds / limit if limit > 0 else math.inf
-        rows[phase] = {"seconds": seconds, "flops": flops, "bytes": moved, "arithmetic_limit": arithmetic,
-                       "memory_limit": memory, "ratio": ratio, "achieved_gflops": flops / seconds / 1e9
-                       if seconds > 0 else 0.0, "intensity": flops / moved if moved > 0 else 0.0,
+        rows[phase] = {"seconds": seconds, "wall_seconds": wall, "flops": flops, "bytes": moved,
+                       "arithmetic_limit": arithmetic, "memory_limit": memory, "ratio": ratio,
+                       "achieved_gflops": flops / seconds / 1e9 if seconds > 0 else 0.0,
+                       "intensity": flops / moved if moved > 0 else 0.0,
                        "profiled_seconds": profile["seconds"] / profiled.steps,
                        "aten_share": profile["aten_share"], "verdict": verdict(ratio, profile["aten_share"])}
     return {"phases": rows, "top_ops": split["top_ops"], "run_whole": counted.run_whole,
@@ -634,15 +644,16 @@ def _ratio(x: float) -> str:
 
 
 def _phase_table(summary: dict[str, Any], names: dict[str, str]) -> list[str]:
-    lines = ["| phase | wall (ms/step) | share of step | GFLOP | achieved GFLOP/s | arithmetic limit (ms) | measured / "
-             "arithmetic limit | MB moved (upper bound) | memory limit (ms) | measured / roofline limit | ATen share "
-             "(profiled) | verdict |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| phase | CPU time (ms/step) | wall (ms/step) | share of step | GFLOP | achieved GFLOP/s | arithmetic "
+             "limit (ms) | measured / arithmetic limit | MB moved (upper bound) | memory limit (ms) | measured / "
+             "roofline limit | ATen share (profiled) | verdict |", "|" + "---|" * 13]
     rows = summary["phases"]
     step = rows["step"]["seconds"]
     for phase in [*names, "step"]:
         row = rows[phase]
         name = names.get(phase, "**whole step**")
-        lines.append(f"| {name} | {_ms(row['seconds'])} | {row['seconds'] / step:.0%} | {row['flops'] / 1e9:.3f} | "
+        lines.append(f"| {name} | {_ms(row['seconds'])} | {_ms(row['wall_seconds'])} | {row['seconds'] / step:.0%} | "
+                     f"{row['flops'] / 1e9:.3f} | "
                      f"{row['achieved_gflops']:.2f} | {row['arithmetic_limit'] * 1e3:.2f} | "
                      f"{_ratio(row['seconds'] / row['arithmetic_limit'] if row['arithmetic_limit'] else math.inf)} | "
                      f"{row['bytes'] / 1e6:.1f} | {row['memory_limit'] * 1e3:.2f} | {_ratio(row['ratio'])} | "
@@ -675,10 +686,11 @@ def _interpretation(summary: dict[str, Any], names: dict[str, str], what: str, s
     step = summary["phases"]["step"]
     bound = "memory limit" if step["memory_limit"] > step["arithmetic_limit"] else "arithmetic limit"
     lines = [
-        f"{what} took {_ms(step['seconds'])} ms. Its {step['flops'] / 1e9:.3f} GFLOP would take "
-        f"{step['arithmetic_limit'] * 1e3:.2f} ms at the measured GEMM peak, its {step['bytes'] / 1e6:.1f} MB "
-        f"(counted as if nothing stayed in cache) {step['memory_limit'] * 1e3:.2f} ms at the measured bandwidth: "
-        f"the roofline limit is the {bound}, and the step took {_ratio(step['ratio'])} as long, "
+        f"{what} took {_ms(step['seconds'])} ms of CPU time ({_ms(step['wall_seconds'])} ms wall). Its "
+        f"{step['flops'] / 1e9:.3f} GFLOP would take {step['arithmetic_limit'] * 1e3:.2f} ms at the measured GEMM "
+        f"peak, its {step['bytes'] / 1e6:.1f} MB (counted as if nothing stayed in cache) "
+        f"{step['memory_limit'] * 1e3:.2f} ms at the measured bandwidth: the roofline limit is the {bound}, and the "
+        f"step's CPU time is {_ratio(step['ratio'])} that, "
         f"{step['achieved_gflops']:.2f} GFLOP/s, {step['achieved_gflops'] / summary['peak_gflops']:.1%} of the "
         f"peak. Under the profiler {step['aten_share']:.0%} of the wall time was the self time of ATen ops and "
         f"{1 - step['aten_share']:.0%} was outside them (Python, module and dispatch code, the autograd engine, the "

@@ -152,7 +152,7 @@ def test_a_toy_profile_has_work_in_its_phases_and_shares_that_add_up(toy_profile
         assert 0 <= rows[phase]["aten_share"] <= 1
         assert rows[phase]["seconds"] >= 0
     assert rows["update" if step == "rl" else "backward"]["flops"] > 0
-    for key in ("seconds", "flops", "bytes", "profiled_seconds"):
+    for key in ("seconds", "wall_seconds", "flops", "bytes", "profiled_seconds"):
         assert sum(rows[p][key] for p in phases) == pytest.approx(rows["step"][key], rel=1e-6)
     assert sum(rows[p]["seconds"] / rows["step"]["seconds"] for p in phases) == pytest.approx(1)
     assert 0 < rows["step"]["aten_share"] <= 1
