@@ -306,7 +306,8 @@ def flop_counts_by_op(flops: FlopCounterMode) -> dict[str, int]:
 
 class PhaseMeter:
     """Splits steps into named phases, one way per pass: ``time`` (CPU and wall seconds), ``count`` (FLOPs and bytes
-    of the active counters) or ``profile`` (torch.profiler over the measured steps, each phase a ``phase:<name>`` range).
+    of the active counters) or ``profile`` (torch.profiler over the measured steps, each phase a ``phase:<name>``
+    range).
 
     Steps are numbered by `begin_step` calls; the first ``warmup`` are run but not recorded, the next ``steps`` are.
     A phase entered inside another phase counts as the outer one (token_logprobs inside the update is update work).
