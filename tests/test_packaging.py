@@ -390,18 +390,14 @@ TINY_RUN = textwrap.dedent("""
     from pathlib import Path
 
     sys.path.insert(0, sys.argv[2])  # the tests' folder: the schema's warm-start defaults (experiment_defaults)
-    from experiment_defaults import default_warm_start
+    from experiment_defaults import small_warm_start
 
     from dara.experiments import default_settings
     from dara.runs import Run
     from dara.tiny.warmstart import warm_start
 
     out, options = Path(sys.argv[1]), {"tag_rate": 0.5}
-    warm_start("act_critic", options, out / "policy", **{**default_warm_start(), **dict(
-        vocab_size=400, corpus_items=200, sft_steps=60, sft_learning_rate=0.01, sft_batch_size=16, probe_prompts=4,
-        probe_group_size=4, max_new_tokens=20,
-        model={"hidden_size": 32, "layers": 1, "heads": 2, "kv_heads": 1, "intermediate_size": 64,
-               "max_positions": 256})})
+    warm_start("act_critic", options, out / "policy", **small_warm_start())
     settings = dict(default_settings(), task_options=options, steps=2, responses_per_step=16, max_new_tokens=20,
                     prompt_pool=100, eval_every=2, state_every=2)
     run = Run(scale="tiny", backend="tiny", task="act_critic", method="dara_sym", group_size=4, seed=0,

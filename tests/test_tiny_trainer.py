@@ -13,7 +13,7 @@ from dara.tiny.policy import encode_prompts, generate, load_policy, rollout, tok
 from dara.runs import Run
 from dara.tiny.trainer import TrainSettings, learning_rate, train
 from dara.tiny.warmstart import warm_start
-from experiment_defaults import default_warm_start
+from experiment_defaults import small_warm_start
 
 torch.set_num_threads(1)
 ACT_OPTIONS = {"tag_rate": 0.5}
@@ -23,10 +23,7 @@ ACT_OPTIONS = {"tag_rate": 0.5}
 def act_policy(tmp_path_factory):
     """A deliberately small and briefly trained act_critic policy (seconds, not minutes)."""
     path = tmp_path_factory.mktemp("policy") / "act_critic"
-    settings = {**default_warm_start(), **dict(
-        vocab_size=400, corpus_items=200, sft_steps=60, sft_learning_rate=0.01, sft_batch_size=16, probe_prompts=4,
-        probe_group_size=4, max_new_tokens=20,
-        model={"hidden_size": 32, "layers": 1, "heads": 2, "kv_heads": 1, "intermediate_size": 64, "max_positions": 256})}
+    settings = small_warm_start()
     report = warm_start("act_critic", ACT_OPTIONS, path, **settings)
     assert report["parameters"] < 1_000_000
     return path

@@ -7,16 +7,14 @@ import torch
 
 from dara.tiny.policy import generate, load_policy, train_tokenizer
 from dara.tiny.warmstart import warm_start
-from experiment_defaults import default_warm_start
+from experiment_defaults import small_warm_start
 
 torch.set_num_threads(1)
 
 
 def test_warm_start_learns_the_layout_but_rarely_the_tag(tmp_path):
-    report = warm_start("act_critic", {"tag_rate": 0.1}, tmp_path, **{**default_warm_start(), **dict(
-        vocab_size=400, corpus_items=300, sft_steps=150, sft_batch_size=32, sft_learning_rate=0.01, probe_prompts=16,
-        probe_group_size=4, max_new_tokens=20,
-        model={"hidden_size": 32, "layers": 1, "heads": 2, "kv_heads": 1, "intermediate_size": 64, "max_positions": 256})})
+    report = warm_start("act_critic", {"tag_rate": 0.1}, tmp_path, **small_warm_start(
+        corpus_items=300, sft_steps=150, sft_batch_size=32, probe_prompts=16))
     saved = json.loads((tmp_path / "warmstart.json").read_text())
     assert saved == json.loads(json.dumps(report))
     for name in ("config.json", "model.safetensors", "tokenizer.json"):

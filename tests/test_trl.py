@@ -20,7 +20,7 @@ from dara.experiments import load_experiment  # noqa: E402
 from dara.runs import find_run  # noqa: E402
 from dara.tiny.warmstart import warm_start  # noqa: E402
 from dara.trl import DaraGRPOConfig, DaraGRPOTrainer, batch_advantages, process_slice  # noqa: E402
-from experiment_defaults import default_warm_start  # noqa: E402
+from experiment_defaults import small_warm_start  # noqa: E402
 from run_records import write_run_record  # noqa: E402
 
 torch.set_num_threads(1)
@@ -34,11 +34,7 @@ STATIC = {"static_sym": [2.0, 1.0], "static_asym": [1.0, 3.0]}
 def policy(tmp_path_factory):
     """A deliberately small, briefly warm-started toolcall policy (seconds)."""
     path = tmp_path_factory.mktemp("policy") / "toolcall"
-    warm_start("toolcall", TOOLCALL_OPTIONS, path, **{**default_warm_start(), **dict(
-        vocab_size=400, corpus_items=200, sft_steps=40, sft_learning_rate=0.01, sft_batch_size=16, probe_prompts=4,
-        probe_group_size=4, max_new_tokens=16,
-        model={"hidden_size": 32, "layers": 1, "heads": 2, "kv_heads": 1, "intermediate_size": 64,
-               "max_positions": 256})})
+    warm_start("toolcall", TOOLCALL_OPTIONS, path, **small_warm_start(sft_steps=40, max_new_tokens=16))
     return path
 
 
