@@ -163,6 +163,20 @@ def _p_text(value: float) -> str:
     return "n/a" if not np.isfinite(value) else f"{value:.3g}"
 
 
+def shared_crossing_arms(records: pd.DataFrame, method: str, baseline: str) -> tuple | None:
+    """The two arms of a crossing comparison on the warm starts both have, as the effect size takes them: each arm's
+    crossing steps (never-crossing runs at last step + 1) and each step's warm start; None without a shared warm
+    start."""
+    records = records.assign(warm_start=warm_starts(records))
+    ours, base = (records[records["method"] == m] for m in (method, baseline))
+    shared = np.intersect1d(ours["warm_start"], base["warm_start"])
+    if not len(shared):
+        return None
+    ours, base = (rows[rows["warm_start"].isin(shared)] for rows in (ours, base))
+    return (steps_never_after_last(ours), steps_never_after_last(base), ours["warm_start"].to_numpy(),
+            base["warm_start"].to_numpy())
+
+
 def faster_crossing(records: pd.DataFrame, method: str, baseline: str, *, paper: PaperStatement, scale: str,
                     what: str) -> Claim:
     """``method`` reaches the threshold in fewer steps than ``baseline``: a log-rank test stratified by warm start
@@ -200,9 +214,7 @@ def faster_crossing(records: pd.DataFrame, method: str, baseline: str, *, paper:
         return Claim(claim, paper.text, paper.reference,
                      f"{text}): no crossing while both arms were at risk within a warm start", "inconclusive", scale,
                      warm_starts=len(shared))
-    ours_shared, base_shared = (rows[rows["warm_start"].isin(shared)] for rows in (ours_rows, base_rows))
-    arms = (steps_never_after_last(ours_shared), steps_never_after_last(base_shared), ours_shared["warm_start"],
-            base_shared["warm_start"])
+    arms = shared_crossing_arms(durations, method, baseline)
     effect = bootstrap_median_difference(*arms, confidence=CONFIDENCE)
     per_warm_start = _per_warm_start_text(per_warm_start_differences(*arms, statistic="median"), "+g")
     direction = 1 if test.observed_minus_expected > 0 else -1
@@ -211,7 +223,7 @@ def faster_crossing(records: pd.DataFrame, method: str, baseline: str, *, paper:
     return Claim(claim, paper.text, paper.reference, text, tested_verdict(test.p_value, direction), scale,
                  median_difference=effect.difference, ci_low=effect.low, ci_high=effect.high, p_raw=test.p_value,
                  p_holm=test.p_value, direction=direction, per_warm_start=per_warm_start, warm_starts=len(shared),
-                 n_method=len(ours_shared), n_baseline=len(base_shared))
+                 n_method=len(arms[0]), n_baseline=len(arms[1]))
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,7 @@ import numpy as np
 import pandas as pd
 
 from dara.analysis import palette
-from dara.analysis.claims import CONFIDENCE, Claim, faster_crossing, warm_starts
-from dara.analysis.crossing import steps_never_after_last
+from dara.analysis.claims import CONFIDENCE, Claim, faster_crossing, shared_crossing_arms, warm_starts
 from dara.analysis.effect_size import BOOTSTRAP_SEED, resampled_differences
 from dara.analysis.paper_reference import PaperStatement
 
@@ -61,18 +60,6 @@ def _step0_median(metrics: pd.DataFrame, column: str) -> float:
     return float(by_start.median())
 
 
-def _arms(records: pd.DataFrame, method: str, baseline: str) -> tuple | None:
-    """Crossing steps (never crossed: last step + 1) and warm starts of both arms on the warm starts they share."""
-    records = records.assign(warm_start=warm_starts(records))
-    ours, base = (records[records["method"] == m] for m in (method, baseline))
-    shared = np.intersect1d(ours["warm_start"], base["warm_start"])
-    if not len(shared):
-        return None
-    ours, base = (rows[rows["warm_start"].isin(shared)] for rows in (ours, base))
-    return steps_never_after_last(ours), steps_never_after_last(base), ours["warm_start"].to_numpy(), \
-        base["warm_start"].to_numpy()
-
-
 def regime_contrast(crossings: pd.DataFrame, metrics: pd.DataFrame, *, sparse_task: str, dense_task: str,
                     method: str, baseline: str, reward: str, threshold: float, group_size: int,
                     scale: str) -> RegimeContrast:
@@ -93,7 +80,7 @@ def regime_contrast(crossings: pd.DataFrame, metrics: pd.DataFrame, *, sparse_ta
             "median difference (steps)": claim.median_difference, "ci_low": claim.ci_low, "ci_high": claim.ci_high,
             "log-rank p": claim.p_raw, "verdict (alone)": claim.verdict, "ours": claim.ours,
         })
-        arms.append(_arms(records, method, baseline) if not records.empty else None)
+        arms.append(shared_crossing_arms(records, method, baseline) if not records.empty else None)
     table = pd.DataFrame(rows)
     if any(arm is None for arm in arms):
         missing = [row["task"] for row, arm in zip(rows, arms) if arm is None]
