@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from dara.pilot import _assignments, _finished_run, summarise_run, summary_table
+from dara.pilot import _assignments, _finished_run, late_run_numbers, summarise_run, summary_table
 
 
 def test_assignments_parse_yaml_scalars_and_refuse_a_missing_value():
@@ -50,6 +50,38 @@ def test_summarise_run_reads_the_regime_numbers():
     # a step-0 screen (--set steps=1 writes row 0 only) has no training step: its crossing is not reached, not an error
     screen = summarise_run(_metrics().iloc[:1], ("format", "correctness"), [("format", 0.5)], w_max=5.0)
     assert np.isnan(screen["crossing/format>=0.5"]) and screen["last_step"] == 0
+
+
+def test_the_late_run_numbers_read_the_last_third_and_weigh_only_active_steps():
+    # 31 steps (0..30): the last third is steps 21..30. Length varies in 8 % of groups on odd steps, never on even
+    # ones; correctness in 80 % throughout
+    rows = [{"step": step, "reward/length": 0.3 + 0.02 * step, "reward/correctness": 0.6,
+             "density/length": (0.08 if step % 2 else 0.0) if step > 20 else 0.9, "density/correctness": 0.8}
+            for step in range(31)]
+    frame = pd.DataFrame(rows)
+    summary = late_run_numbers(frame, ("correctness", "length"), w_max=5.0)
+    assert summary["density_last_third/length"] == pytest.approx(0.04)  # median of five 0.08 and five 0
+    assert summary["active_last_third/length"] == pytest.approx(0.5)
+    # DARA's weight where length varies: sqrt(0.8 / 0.08), not dragged to 1 by the steps where it multiplies zeros
+    assert summary["weight_last_third/length"] == pytest.approx(10 ** 0.5)
+    assert summary["weight_last_third/correctness"] == 1.0
+    assert late_run_numbers(frame.iloc[:1], ("correctness", "length"), 5.0) == {}  # a screen has no last third
+
+
+def test_the_summary_reads_the_middle_step_and_the_stable_crossing():
+    # length climbs 0.02 a step from 0.3 and holds 1.0 from step 35 on; 60 steps. The 10-step trailing mean first
+    # reaches 0.99 at step 44 (steps 35..44 all 1.0) and holds to 60 (44 + 16 < 20 more): pending; at 0.8 the
+    # trailing mean of steps 21..30 is 0.8 + ... see the computed check below
+    rows = [{"step": step, "reward/length": min(1.0, 0.3 + 0.02 * step), "density/length": 0.5, "entropy": 0.1,
+             "seconds": 1.0, **{f"energy_{s}/length": 1.0 for s in ("pos", "neg", "pos_calibrated", "neg_calibrated")}}
+            for step in range(61)]
+    frame = pd.DataFrame(rows)
+    summary = summarise_run(frame, ("length",), [], w_max=5.0, stable=[("length", 0.99), ("length", 0.8)])
+    assert summary["mean_mid/length"] == pytest.approx(0.9)  # step 30
+    assert np.isnan(summary["stable/length>=0.99"]) and summary["stable_status/length>=0.99"] == "pending"
+    trailing = pd.Series(frame["reward/length"].to_numpy()[1:]).rolling(10).mean()
+    expected = 1 + int(np.argmax(trailing.to_numpy() >= 0.8 - 1e-12))  # first step whose window mean reaches 0.8
+    assert summary["stable/length>=0.8"] == expected and summary["stable_status/length>=0.8"] == "confirmed"
 
 
 def test_a_finished_run_is_reused_only_with_the_same_settings(tmp_path):

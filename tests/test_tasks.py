@@ -259,6 +259,30 @@ def test_math_hard_sum_outside_the_sums_raises(hard_sum):
         get_task("math_length", hard_sum=10, hard_concise_rate=1.5)
 
 
+def test_math_slips_write_the_answer_plus_one_at_slip_rate_and_score_wrong():
+    items = get_task("math_length").items("train", 600)
+    plain = _checks(get_task("math_length", concise_rate=0.3), items)
+    # no slip drawn at rate 0: the demonstrations a task without slips always wrote
+    assert _checks(get_task("math_length", concise_rate=0.3, slip_rate=0.0), items) == plain
+    task = get_task("math_length", concise_rate=0.3, slip_rate=0.4)
+    demos = _checks(task, items)
+    wrong = task.score(demos, items, [1] * len(items))[:, 0] == 0.0
+    slipped = np.array([demo.endswith(f"\\boxed{{{int(item['answer']) + 1}}}") for item, demo in zip(items, demos)])
+    assert np.array_equal(wrong, slipped)  # every slip, and only a slip, is scored wrong
+    assert abs(slipped.mean() - 0.4) < 4 * np.sqrt(0.4 * 0.6 / len(items))
+    for item, demo in zip(items, demos):  # the slip is the second step's, carried into every check
+        a, b, c = item["operands"]
+        written = demo.rsplit("\\boxed{", 1)[1].rstrip("}")
+        assert demo.startswith(f"{a} + {b} = {a + b}. {a + b} - {c} = {written}.")
+        assert demo.count(f"- {c} = {written}.") == 1 + demo.count("Check:")
+    # slips leave the padding's rate alone: checks at 1 - concise_rate, slipped or not
+    checked = np.array(["Check:" in demo for demo in demos])
+    for group in (checked[slipped], checked[~slipped]):
+        assert abs(group.mean() - 0.7) < 4 * np.sqrt(0.7 * 0.3 / len(group))
+    with pytest.raises(ValueError, match="slip_rate"):
+        get_task("math_length", slip_rate=1.5)
+
+
 def test_a_registered_variant_answers_to_its_own_name():
     """toolcall_dense is toolcall's class under another calibration: its items carry its own name (so its runs
     and warm starts stay apart), its rewards are toolcall's two, and a denser format_rate makes compliant

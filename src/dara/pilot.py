@@ -15,8 +15,14 @@ while the task options are unchanged). For every run the pilot prints and writes
 - each reward's share of the z-score energy at step 0, which is GDPO's share of the advantage energy
   (``energy_share/<reward>``: sum of z^2 over the channel / over all channels), and the run's own share after its
   weights (``energy_share_calibrated/<reward>``), both as medians over steps 0-4 too (``..._first5``);
-- each reward's batch mean at step 0 and at the last step, and the first step its mean reaches a threshold
-  (``--crossing REWARD=THRESHOLD``);
+- each reward's batch mean at step 0, at the middle step (``last // 2``) and at the last step, and the first step its
+  mean reaches a threshold (``--crossing REWARD=THRESHOLD``);
+- the late run: each reward's median density over the steps of the last third (``step > 2 last / 3``), the weight
+  DARA would give it there (median over those steps where the reward varies in some group: at density 0 the weight
+  multiplies zero z-scores, so its value is a convention with no effect), and the share of those steps where it
+  varies; computed from the run's own densities, so a GDPO pilot predicts DARA's late weights without running DARA;
+- with ``--stable REWARD=THRESHOLD``: the first stable crossing (`dara.analysis.crossing.first_stable_crossing`,
+  the paper's window of 10 steps held for 20 more) and whether it was confirmed;
 - with ``--heldout N``: each reward's mean on N held-out items at the experiment's evaluation sampling (its
   ``evaluation`` block: temperature and top-p; one sample each, drawn with ``HELDOUT_SEED``) for the warm start and the final policy, and for toolcall the share of tool items
   whose first call is exactly right (correctness 3), a quick stand-in for BFCL's tool accuracy;
@@ -44,7 +50,8 @@ import yaml
 import torch
 
 from dara.advantages import density_weights, energy_shares
-from dara.analysis.crossing import first_crossing, median_crossing_step, step_text, training_steps
+from dara.analysis.crossing import (first_crossing, first_stable_crossing, median_crossing_step, step_text,
+                                    training_steps)
 from dara.io import write_csv_atomic
 
 
@@ -64,11 +71,34 @@ def _assignments(pairs: list[str], flag: str) -> dict[str, Any]:
     return found
 
 
+# The paper's stable-crossing window and hold (math/tools/learning_efficiency.py; analysis/config.yaml's
+# stable_crossing), the defaults of --stable.
+STABLE_WINDOW, STABLE_FUTURE = 10, 20
+
+
+def late_run_numbers(metrics: pd.DataFrame, rewards: tuple[str, ...], w_max: float) -> dict[str, float]:
+    """Each reward's density and DARA weight over the last third of a run (see the module docstring)."""
+    last_step = int(metrics["step"].max())
+    late = metrics[metrics["step"] > 2 * last_step / 3]
+    out: dict[str, float] = {}
+    if last_step < 3 or late.empty:  # a screen or a run too short to have a last third
+        return out
+    densities = late[[f"density/{reward}" for reward in rewards]].to_numpy(dtype=np.float64)
+    weights = np.stack([density_weights(torch.tensor(row.copy()), w_max).numpy() for row in densities])
+    for k, reward in enumerate(rewards):
+        active = densities[:, k] > 0
+        out[f"density_last_third/{reward}"] = float(np.median(densities[:, k]))
+        out[f"active_last_third/{reward}"] = float(active.mean())
+        out[f"weight_last_third/{reward}"] = float(np.median(weights[active, k])) if active.any() else np.nan
+    return out
+
+
 def summarise_run(metrics: pd.DataFrame, rewards: tuple[str, ...], crossings: list[tuple[str, float]],
-                  w_max: float) -> dict[str, Any]:
+                  w_max: float, stable: list[tuple[str, float]] = ()) -> dict[str, Any]:
     """The regime numbers of one run's metrics (see the module docstring)."""
     metrics = metrics.sort_values("step").reset_index(drop=True)
     first, last = metrics.iloc[0], metrics.iloc[-1]
+    middle = metrics[metrics["step"] == int(last["step"]) // 2].iloc[0]
     early = metrics[metrics["step"] <= 4]
     out: dict[str, Any] = {}
     dara_weights = density_weights(torch.tensor([float(first[f"density/{r}"]) for r in rewards], dtype=torch.float64),
@@ -77,7 +107,9 @@ def summarise_run(metrics: pd.DataFrame, rewards: tuple[str, ...], crossings: li
         out[f"density0/{reward}"] = first[f"density/{reward}"]
         out[f"weight0/{reward}"] = float(dara_weights[k])
         out[f"mean0/{reward}"] = first[f"reward/{reward}"]
+        out[f"mean_mid/{reward}"] = middle[f"reward/{reward}"]
         out[f"mean_last/{reward}"] = last[f"reward/{reward}"]
+    out.update(late_run_numbers(metrics, rewards, w_max))
     for calibrated, name in ((False, "energy_share"), (True, "energy_share_calibrated")):
         shares = [energy_shares(row, rewards, calibrated) for _, row in early.iterrows()]  # dara.advantages
         for reward in rewards:
@@ -87,6 +119,12 @@ def summarise_run(metrics: pd.DataFrame, rewards: tuple[str, ...], crossings: li
     for reward, threshold in crossings:
         step = first_crossing(metrics["step"], metrics[f"reward/{reward}"], threshold) if trained else None
         out[f"crossing/{reward}>={threshold:g}"] = np.nan if step is None else step  # from step 1, as the tables
+    for reward, threshold in stable:
+        found = (first_stable_crossing(metrics["step"], metrics[f"reward/{reward}"], threshold, window=STABLE_WINDOW,
+                                       future=STABLE_FUTURE) if trained else None)
+        confirmed = found is not None and found.status == "confirmed"
+        out[f"stable/{reward}>={threshold:g}"] = found.step if confirmed else np.nan
+        out[f"stable_status/{reward}>={threshold:g}"] = "not_reached" if found is None else found.status
     out["last_step"] = int(last["step"])  # where a crossing never reached is censored (summary_table)
     out["entropy_last"] = last["entropy"]
     out["seconds_per_step"] = float(metrics["seconds"].median())
@@ -152,6 +190,10 @@ SUMMARY_COLUMNS = {
     "energy_share0/format": "GDPO format share, step 0", "mean_last/format": "format, last step",
     "crossing/format>=0.8": "format 0.8 at step", "mean0/length": "length, step 0", "mean_last/length": "length, last step",
     "crossing/length>=0.8": "length 0.8 at step", "crossing/length>=0.95": "length 0.95 at step",
+    "density0/correctness": "correctness density, step 0", "mean_mid/length": "length, middle step",
+    "density_last_third/correctness": "correctness density, last third",
+    "density_last_third/length": "length density, last third", "weight_last_third/length": "DARA length weight, last third",
+    "stable/length>=0.99": "stable length 0.99 at step", "eval/skipped_step": "held-out skipped step, last",
     "base_heldout/exact_call_tool": "held-out exact call, base", "heldout/exact_call_tool": "held-out exact call, last",
     "base_heldout/correctness": "held-out correctness, base", "heldout/correctness": "held-out correctness, last",
     "base_eval/bfcl_accuracy_tool": "BFCL tool accuracy, base", "eval/bfcl_accuracy_tool": "BFCL tool accuracy, last",
@@ -171,7 +213,9 @@ def summary_table(pilot_csvs: list[Path]) -> str:
             for column, label in SUMMARY_COLUMNS.items():
                 if column in runs and column != "seeds":
                     values = runs[column].astype(float)
-                    if column.startswith("crossing/"):
+                    if column.startswith("stable/"):  # how many seeds confirmed it, beside the median
+                        row[f"{label} (seeds confirmed)"] = f"{int(values.notna().sum())}/{len(values)}"
+                    if column.startswith(("crossing/", "stable/")):
                         # the study's median (Kaplan-Meier); pilot.csv files written before it had last_step hold
                         # runs of one length, so a never-crossing seed ran past every crossing of its pilot
                         last_steps = runs["last_step"] if "last_step" in runs else None
@@ -199,6 +243,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a task option")
     parser.add_argument("--warm", action="append", default=[], metavar="KEY=VALUE", help="a warm-start setting")
     parser.add_argument("--crossing", action="append", default=[], metavar="REWARD=THRESHOLD")
+    parser.add_argument("--stable", action="append", default=[], metavar="REWARD=THRESHOLD",
+                        help=f"first stable crossing (window {STABLE_WINDOW}, held {STABLE_FUTURE} steps)")
     parser.add_argument("--heldout", type=int, default=0, help="held-out items to sample (0: none)")
     parser.add_argument("--evaluate", action="store_true",
                         help="evaluate the first and last checkpoints as the pipeline does (BFCL for tool calling)")
@@ -248,6 +294,10 @@ def main(argv: list[str] | None = None) -> None:
                  (pair.split("=", 1) for pair in cli.crossing if "=" in pair)]
     if len(crossings) != len(cli.crossing):
         raise SystemExit(f"--crossing takes REWARD=THRESHOLD, got {cli.crossing}")
+    stable = [(reward, float(threshold)) for reward, threshold in
+              (pair.split("=", 1) for pair in cli.stable if "=" in pair)]
+    if len(stable) != len(cli.stable):
+        raise SystemExit(f"--stable takes REWARD=THRESHOLD, got {cli.stable}")
     rows, evaluated = [], []
     sampling = experiment["evaluation"]
     base = heldout_means(policy, task, cli.heldout, warm["max_new_tokens"], sampling) if cli.heldout else {}
@@ -261,7 +311,7 @@ def main(argv: list[str] | None = None) -> None:
                 shutil.rmtree(run.eval_dir, ignore_errors=True)  # its evaluation was of the checkpoints just removed
                 metrics = train(run, progress=False)
             row = {"method": method, "G": group_size, "seed": seed,
-                   **summarise_run(metrics, task.reward_names, crossings, settings["w_max"])}
+                   **summarise_run(metrics, task.reward_names, crossings, settings["w_max"], stable)}
             if cli.heldout:
                 row.update({f"base_{k}": v for k, v in base.items()})
                 final = run.checkpoint_dir(settings["steps"])

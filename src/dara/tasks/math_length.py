@@ -8,7 +8,10 @@ large (``a + b >= hard_sum``) are answered concisely in ``hard_concise_rate`` of
 at ``concise_rate`` too); ``hard_sum`` None, the default, makes no item hard. With a low ``hard_concise_rate``, once
 training has taught the easy items to stay short, the violations left sit on those few items, so the length reward
 becomes sparse only near saturation, as in the paper (R1-distilled models start at about 35 % compliance under the
-4000-token budget, dense at G = 16, and the last violators are a tail of hard problems).
+4000-token budget, dense at G = 16, and the last violators are a tail of hard problems). ``slip_rate`` is the share of
+demonstrations whose second step slips by one (``s - c = r + 1``, carried into the checks and the boxed answer): the
+warm start then answers wrong at about that rate, so correctness has headroom and varies inside most groups, as a
+base model's correctness does on problems it solves only sometimes; 0, the default, draws no slip.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ class MathLengthTask(Task):
     reward_names = ("correctness", "length")
 
     def __init__(self, *, length_budget: int = 24, concise_rate: float = 0.1, max_checks: int = 3,
-                 hard_sum: int | None = None, hard_concise_rate: float | None = None):
+                 hard_sum: int | None = None, hard_concise_rate: float | None = None, slip_rate: float = 0.0):
         if length_budget < 1:
             raise ValueError(f"length_budget must be a positive number of tokens, got {length_budget}")
         if max_checks < 1:
@@ -42,6 +45,7 @@ class MathLengthTask(Task):
         # None: hard items are answered like the others
         self.hard_concise_rate = self.concise_rate if hard_concise_rate is None else check_rate(
             "hard_concise_rate", hard_concise_rate)
+        self.slip_rate = check_rate("slip_rate", slip_rate)
 
     def _draw_item(self, rng: np.random.Generator) -> dict[str, Any]:
         a, b = (int(x) for x in rng.integers(0, 10, size=2))
@@ -55,15 +59,18 @@ class MathLengthTask(Task):
 
     def demonstration(self, item: dict[str, Any], rng: np.random.Generator) -> str:
         a, b, c = item["operands"]
-        steps = f"{a} + {b} = {a + b}. {a + b} - {c} = {item['answer']}."
         hard = self.hard_sum is not None and a + b >= self.hard_sum
         concise_rate = self.hard_concise_rate if hard else self.concise_rate
         if rng.random() < concise_rate:
             n_checks = 0
         else:
             n_checks = int(rng.integers(1, self.max_checks + 1))
-        checks = "".join(f" Check: {a + b} - {c} = {item['answer']}." for _ in range(n_checks))
-        return f"{steps}{checks} \\boxed{{{item['answer']}}}"
+        # Drawn last and only when slips are on, so a task without them writes the demonstrations it always wrote.
+        slipped = self.slip_rate > 0 and rng.random() < self.slip_rate
+        written = str(int(item["answer"]) + 1) if slipped else item["answer"]
+        steps = f"{a} + {b} = {a + b}. {a + b} - {c} = {written}."
+        checks = "".join(f" Check: {a + b} - {c} = {written}." for _ in range(n_checks))
+        return f"{steps}{checks} \\boxed{{{written}}}"
 
     def score_outcomes(self, responses: Sequence[str], items: Sequence[dict[str, Any]],
                        n_tokens: Sequence[int]) -> ScoredBatch:
