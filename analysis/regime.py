@@ -10,6 +10,10 @@ task's main group size (medians over seeds):
   and at the last checkpoint, per method, with the drift control (``shuffled``) among them: the control's
   difference from the base is the drift that training without signal causes. For the math task also the share of
   final answers that leave out the second step (``skipped_step``: the shortcut a length budget invites);
+- per task, reward and method over the last third of each run (`dara.analysis.late_run`): the reward's density,
+  the share of steps where it varies and DARA's weight there (over the steps where it varies; from each step's
+  densities, so GDPO's runs show the weight DARA would give in GDPO's state), and the batch mean at the middle step:
+  the paper's math mechanism (length sparse near saturation while correctness stays dense) is read here;
 - per warm start, where a task's runs start from several: the same step-0 and held-out numbers for each.
 """
 
@@ -20,11 +24,16 @@ from dara.advantages import energy_shares
 from dara.analysis import palette
 from dara.analysis.claims import warm_starts
 from dara.analysis.cli import parse_inputs
+from dara.analysis.late_run import late_run_numbers
 from dara.analysis.run_tables import WARM_START
 from dara.analysis.tables import main_group_size
+from dara.experiments import default_settings
 from dara.io import write_csv_atomic, write_text_atomic
 
 CONTROL = "shuffled"
+# DARA's cap in the late-run weights: the experiment schema's default, which every scale's experiment file keeps
+# (paper.yaml and verl_cpu.yaml state it: 5, the paper's)
+W_MAX = float(default_settings()["w_max"])
 EARLY_STEPS = 4  # GDPO's share is also summarised over steps 0..EARLY_STEPS
 
 
@@ -67,6 +76,37 @@ def control_rows(task: str, metrics: pd.DataFrame) -> list[dict]:
             rows.append({"task": task, "G": group_size, "method": method, "reward": reward,
                          "seeds": int(first["seed"].nunique()), "step0": float(first[f"reward/{reward}"].median()),
                          "last": float(last[f"reward/{reward}"].median())})
+    return rows
+
+
+def late_rows(task: str, metrics: pd.DataFrame, w_max: float) -> list[dict]:
+    """Per method and reward, medians over seeds of each run's last-third numbers (`late_run_numbers`) and of its
+    batch mean at the middle step (``last // 2``)."""
+    group_size = main_group_size(metrics)
+    runs = metrics[metrics["G"] == group_size]
+    rewards = [c.split("/", 1)[1] for c in runs.columns if c.startswith("density/") and runs[c].notna().any()]
+    per_run = []
+    for (method, seed), run in runs.groupby(["method", "seed"]):
+        run = run.sort_values("step")
+        numbers = late_run_numbers(run, rewards, w_max)
+        if not numbers:
+            continue
+        middle = run[run["step"] == int(run["step"].max()) // 2]
+        for reward in rewards:
+            per_run.append({"method": method, "reward": reward,
+                            "mean_middle_step": float(middle[f"reward/{reward}"].iloc[0]) if len(middle) else np.nan,
+                            **{name: numbers[f"{name}/{reward}"] for name in
+                               ("density_last_third", "active_last_third", "weight_last_third")}})
+    if not per_run:
+        return []
+    frame = pd.DataFrame(per_run)
+    rows = []
+    for method in palette.ordered(frame["method"].unique()):
+        for reward in rewards:
+            own = frame[(frame["method"] == method) & (frame["reward"] == reward)]
+            rows.append({"task": task, "G": group_size, "method": method, "reward": reward, "seeds": len(own),
+                         **{column: float(own[column].median()) for column in
+                            ("mean_middle_step", "density_last_third", "active_last_third", "weight_last_third")}})
     return rows
 
 
@@ -158,12 +198,13 @@ def main(argv=None):
     inputs = parse_inputs(__doc__.splitlines()[0], argv)
     if inputs.metrics is None:
         raise SystemExit("regime needs --metrics")
-    step0, heldout, control, per_warm_start = [], [], [], []
+    step0, heldout, control, late, per_warm_start = [], [], [], [], []
     for task, metric in inputs.config["heldout_correctness"].items():
         metrics = inputs.task_metrics(task)
         if metrics is not None:
             step0 += step0_rows(task, metrics)
             control += control_rows(task, metrics)
+            late += late_rows(task, metrics, W_MAX)
         evaluations = inputs.task_evaluations(task)
         if evaluations is not None:
             heldout += heldout_rows(task, metric, evaluations)
@@ -171,14 +212,19 @@ def main(argv=None):
     if not step0:
         raise SystemExit(f"no runs of the configured tasks {list(inputs.config['heldout_correctness'])}")
     step0_frame, heldout_frame, control_frame = pd.DataFrame(step0), pd.DataFrame(heldout), pd.DataFrame(control)
+    late_frame = pd.DataFrame(late)
     write_csv_atomic(inputs.tables / "regime.csv",
                      pd.concat([step0_frame.assign(table="step0"), heldout_frame.assign(table="heldout"),
-                                control_frame.assign(table="training"),
+                                control_frame.assign(table="training"), late_frame.assign(table="late_run"),
                                 pd.DataFrame(per_warm_start).assign(table="warm_starts")], ignore_index=True))
     training_text = ["No drift-control runs."]
     if len(control_frame):
         shown = control_frame.assign(method=control_frame["method"].map(palette.label))
         training_text = [shown.drop(columns=["G"]).to_markdown(index=False, floatfmt=".3g")]
+    late_text = ["No run long enough to have a last third."]
+    if len(late_frame):
+        shown = late_frame.assign(method=late_frame["method"].map(palette.label))
+        late_text = [shown.drop(columns=["G"]).to_markdown(index=False, floatfmt=".3g")]
     heldout_text = ["No evaluations."]
     if len(heldout_frame):
         shown = heldout_frame.assign(method=heldout_frame["method"].map(palette.label))
@@ -203,6 +249,17 @@ def main(argv=None):
         "Training rewards (batch means) at step 0 and at the last step, the drift control beside GDPO:",
         "",
         *training_text,
+        "",
+        "## Late in the run",
+        "",
+        "Over each run's last third (steps after two thirds of its last), medians over seeds: the reward's density,",
+        "the share of those steps where it varies in some group, and DARA's weight",
+        f"min({W_MAX:g}, sqrt(max_j pi_j / pi_k)) from each step's densities, over the steps where it varies (at",
+        "density 0 it multiplies zeros); for runs of other methods it is the weight DARA would give in their state.",
+        "`mean_middle_step`: the batch mean at the run's middle step. In the paper's math runs correctness stays",
+        "dense while length, near saturation, turns sparse and DARA's weight on it rises.",
+        "",
+        *late_text,
         "",
         "## Per warm start",
         "",

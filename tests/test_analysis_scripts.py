@@ -348,3 +348,23 @@ def test_checkpoint_figures_hold_each_runs_evaluation(results, name, task, colum
     # one G (the task's main one), every evaluated checkpoint of its runs
     assert plotted["G"].nunique() == 1
     assert len(plotted) == len(list(results.glob(f"eval/{task}/*/G{plotted['G'].iloc[0]}/seed*/step*.json")))
+
+
+def test_regime_late_rows_read_each_runs_last_third_and_middle_step():
+    regime = runpy.run_path(str(REPO / "analysis" / "regime.py"))
+    # 31 steps per run (last third: 21..30). GDPO seed s: length varies in 1 group of 12 on steps 21..30 when s = 0,
+    # in 3 of 12 when s = 1, and in none when s = 2; correctness in 9 of 12 throughout
+    rows = [{"task": "math_length", "method": "gdpo", "G": 8, "seed": seed, "step": step,
+             "reward/length": 0.5 + 0.01 * step + 0.1 * seed, "reward/correctness": 0.7,
+             "density/length": ((1, 3, 0)[seed] / 12) if step > 20 else 0.8, "density/correctness": 0.75}
+            for seed in range(3) for step in range(31)]
+    (length, correctness) = sorted(regime["late_rows"]("math_length", pd.DataFrame(rows), 5.0),
+                                   key=lambda row: row["reward"] != "length")
+    assert length["reward"] == "length" and length["seeds"] == 3
+    assert length["density_last_third"] == pytest.approx(1 / 12)  # median of 1/12, 3/12, 0
+    assert length["active_last_third"] == pytest.approx(1.0)  # median of 1, 1, 0
+    # seed 0's weight sqrt(0.75 / (1/12)) = 3, seed 1's sqrt(3) = 1.73, seed 2 never varies (NaN, left out)
+    assert length["weight_last_third"] == pytest.approx((3 + 3 ** 0.5) / 2)
+    assert length["mean_middle_step"] == pytest.approx(0.5 + 0.15 + 0.1)  # step 15 of seed 1
+    assert correctness["weight_last_third"] == 1.0 and correctness["density_last_third"] == pytest.approx(0.75)
+    assert regime["late_rows"]("math_length", pd.DataFrame(rows)[lambda f: f["step"] < 2], 5.0) == []

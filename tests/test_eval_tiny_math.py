@@ -373,3 +373,9 @@ def test_math_metrics_count_the_skipped_step_shortcut():
     assert metrics["skipped_step"] == 2 / 3
     assert metrics["short_wrong"] == 1 / 3
     assert metrics["accuracy"] == 2 / 3
+    # both steps written with a wrong first sum: an arithmetic error (wrong), not a shortcut; a second step for
+    # another subtrahend, or the first step of another problem, is a step left out
+    texts = ["4 + 5 = 8. 8 - 2 = 6. \\boxed{6}", "3 + 3 = 6. 6 - 1 = 5. \\boxed{5}", "9 + 7 = 16. 16 - 3 = 13. \\boxed{14}"]
+    metrics = task_metrics(task, items, texts, lengths=[25, 25, 27], max_new_tokens=48)
+    assert metrics["skipped_step"] == 2 / 3
+    assert metrics["accuracy"] == 1 / 3

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from dara.pilot import _assignments, _finished_run, late_run_numbers, summarise_run, summary_table
+from dara.analysis.late_run import late_run_numbers
+from dara.pilot import _assignments, _finished_run, summarise_run, summary_table
 
 
 def test_assignments_parse_yaml_scalars_and_refuse_a_missing_value():

@@ -52,6 +52,7 @@ import torch
 from dara.advantages import density_weights, energy_shares
 from dara.analysis.crossing import (first_crossing, first_stable_crossing, median_crossing_step, step_text,
                                     training_steps)
+from dara.analysis.late_run import late_run_numbers
 from dara.io import write_csv_atomic
 
 
@@ -74,23 +75,6 @@ def _assignments(pairs: list[str], flag: str) -> dict[str, Any]:
 # The paper's stable-crossing window and hold (math/tools/learning_efficiency.py; analysis/config.yaml's
 # stable_crossing), the defaults of --stable.
 STABLE_WINDOW, STABLE_FUTURE = 10, 20
-
-
-def late_run_numbers(metrics: pd.DataFrame, rewards: tuple[str, ...], w_max: float) -> dict[str, float]:
-    """Each reward's density and DARA weight over the last third of a run (see the module docstring)."""
-    last_step = int(metrics["step"].max())
-    late = metrics[metrics["step"] > 2 * last_step / 3]
-    out: dict[str, float] = {}
-    if last_step < 3 or late.empty:  # a screen or a run too short to have a last third
-        return out
-    densities = late[[f"density/{reward}" for reward in rewards]].to_numpy(dtype=np.float64)
-    weights = np.stack([density_weights(torch.tensor(row.copy()), w_max).numpy() for row in densities])
-    for k, reward in enumerate(rewards):
-        active = densities[:, k] > 0
-        out[f"density_last_third/{reward}"] = float(np.median(densities[:, k]))
-        out[f"active_last_third/{reward}"] = float(active.mean())
-        out[f"weight_last_third/{reward}"] = float(np.median(weights[active, k])) if active.any() else np.nan
-    return out
 
 
 def summarise_run(metrics: pd.DataFrame, rewards: tuple[str, ...], crossings: list[tuple[str, float]],

@@ -41,6 +41,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -105,6 +106,12 @@ def _mean(values) -> float:
     return sum(values) / len(values)
 
 
+def _both_steps(text: str, a: int, b: int, c: int) -> bool:
+    """Whether a math response writes the first step ``a + b = s.`` and then a second step ``s' - c = r.``
+    (any numbers s, s', r: their values are accuracy's business)."""
+    return re.search(rf"\b{a} \+ {b} = -?\d+\.\s.*?\b-?\d+ - {c} = -?\d+\.", text, flags=re.DOTALL) is not None
+
+
 def task_metrics(task, items: Sequence[Mapping], texts: Sequence[str], lengths: Sequence[int],
                  max_new_tokens: int) -> dict[str, float]:
     """Task-specific held-out metrics other than BFCL's (which need the subprocess)."""
@@ -116,9 +123,11 @@ def task_metrics(task, items: Sequence[Mapping], texts: Sequence[str], lengths: 
         truncated = [n >= max_new_tokens for n in lengths]
         within = [n <= task.length_budget for n in lengths]
         ok = [c and not t for c, t in zip(correct, truncated)]
-        # The shortcut a length budget invites: boxing an answer without the second step "s - c = r" (correct only
-        # when c = 0); responses that box nothing are not counted as taking it.
-        skipped = ["\\boxed{" in text and f"{a + b} - {c} =" not in text for text, (a, b, c) in
+        # The shortcut a length budget invites: boxing an answer without writing both steps, "a + b = s." and
+        # "s - c = r." (a skipped second step is right only when c = 0). A step's form is what counts, not its
+        # numbers: a wrong sum is an arithmetic error, which accuracy counts. Responses that box nothing are not
+        # counted as taking the shortcut.
+        skipped = ["\\boxed{" in text and not _both_steps(text, a, b, c) for text, (a, b, c) in
                    zip(texts, (item["operands"] for item in items))]
         return {"accuracy": _mean(ok), "exceed": 1 - _mean(within), "joint": _mean(o and w for o, w in zip(ok, within)),
                 "skipped_step": _mean(skipped),
