@@ -50,13 +50,14 @@ class LeanDecoder:
         self.rows, self.length, self.capacity = rows, 0, capacity
         shape = (rows, self.kv_heads, capacity, self.head_dim)
         embeddings = model.model.embed_tokens.weight
-        self.keys = [torch.zeros(shape, dtype=embeddings.dtype) for _ in model.model.layers]
-        self.values = [torch.zeros(shape, dtype=embeddings.dtype) for _ in model.model.layers]
+        self.device = embeddings.device  # the cache and every mask live with the weights
+        self.keys = [torch.zeros(shape, dtype=embeddings.dtype, device=self.device) for _ in model.model.layers]
+        self.values = [torch.zeros(shape, dtype=embeddings.dtype, device=self.device) for _ in model.model.layers]
         # Per-call overhead, not arithmetic, is the cost at this size, so fewer and larger calls: the rotary
         # cos/sin of every position once (the rotary module's own computation, elementwise in the position, so a
         # table row equals a per-call result), and each layer's q/k/v and gate/up projections as one matrix each.
         with torch.no_grad():
-            positions = torch.arange(capacity)[None]
+            positions = torch.arange(capacity, device=self.device)[None]
             cos, sin = model.model.rotary_emb(embeddings[:1, None], positions)
             self.cos_table, self.sin_table = cos[0], sin[0]
             self.qkv = [_stacked(layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj)
@@ -89,16 +90,18 @@ class LeanDecoder:
         # Who may attend to whom: real keys only, and no key after the query (causal within the new tokens).
         allowed = attention_mask.bool()[:, None, None, :]
         if new > 1:
-            allowed = allowed & torch.ones(new, end, dtype=torch.bool).tril(diagonal=start)
+            allowed = allowed & torch.ones(new, end, dtype=torch.bool, device=self.device).tril(diagonal=start)
             # A query at a padding position sees no key; let it see itself so that softmax stays finite (its
             # output is never read: left padding puts every real token after the padding).
-            allowed = allowed | (torch.arange(new)[:, None] + start == torch.arange(end)[None, :])
+            allowed = allowed | (torch.arange(new, device=self.device)[:, None] + start
+                                 == torch.arange(end, device=self.device)[None, :])
         rows, heads, kv_heads, head_dim = self.rows, self.heads, self.kv_heads, self.head_dim
         group = heads // kv_heads  # query heads per key/value head (head h reads kv head h // group, as repeat_kv)
         # Attention as two batched matrix products, one batch entry per (row, kv head) holding its group's queries:
         # a third cheaper per decoded token than scaled_dot_product_attention at this size, and no copy of the
         # cache for grouped heads. Forbidden keys get -inf added to their scores.
-        bias = torch.zeros(rows, 1, 1, new, end).masked_fill_(~allowed.expand(rows, 1, new, end)[:, :, None], float("-inf"))
+        bias = torch.zeros(rows, 1, 1, new, end, device=self.device).masked_fill_(
+            ~allowed.expand(rows, 1, new, end)[:, :, None], float("-inf"))
         bias = bias.expand(rows, kv_heads, group, new, end).reshape(rows * kv_heads, group * new, end)
         q_width, kv_width = heads * head_dim, kv_heads * head_dim
         for index, layer in enumerate(core.layers):

@@ -23,6 +23,21 @@ from dara.tiny.decoder import LeanDecoder
 PAD, EOS = "<pad>", "<eos>"
 # The sampler drops rows that have ended from its decoder once they are this share of the decoder's rows (see rollout).
 ENDED_SHARE_TO_DROP = 0.25
+# Where the tiny trainers (dara.tiny.trainer, dara.trl) compute: "cpu", the default of every scale, or "cuda" (the
+# current GPU; the GPU check, docs/gpu_check.md).
+DEVICES = ("cpu", "cuda")
+
+
+def torch_device(device: str) -> torch.device:
+    """The torch device of a ``device`` setting (`DEVICES`): a ValueError for another name, a RuntimeError for
+    "cuda" where torch sees no CUDA GPU (rather than a silent fall-back to the CPU)."""
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {', '.join(DEVICES)}; got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"device 'cuda' was asked for, but this torch ({torch.__version__}) sees no CUDA GPU "
+                           "(torch.cuda.is_available() is False: no GPU, no working driver, or a CPU-only build); "
+                           "use device 'cpu'")
+    return torch.device(device)
 
 
 def train_tokenizer(texts: Sequence[str], vocab_size: int) -> PreTrainedTokenizerFast:
@@ -93,7 +108,8 @@ def rollout(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int, te
             top_p: float = 1.0) -> dict[str, torch.Tensor]:
     """The project's one sampler (training rollouts, the warm-start probe, held-out evaluation): one response per
     prompt (repeat prompts for groups), drawn from the global torch RNG (seed it first for reproducible draws; the
-    trainer saves its state for resumable runs).
+    trainer saves its state for resumable runs). The tensors live on the model's device; the random numbers come
+    from the CPU generator on every device, so one seed draws the same uniforms on a GPU as on the CPU.
 
     Returns ``input_ids`` (prompt + response, padded), ``attention_mask`` (1 on prompt tokens and on response
     tokens up to and including EOS), ``response_mask`` (1 on response tokens up to and including EOS),
@@ -133,16 +149,20 @@ def _sample(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int, te
         raise ValueError(f"top_p must be in (0, 1], got {top_p}")
     was_training = model.training
     model.eval()
+    # Every tensor lives on the model's device; the random draws do not (below).
+    device = model.device
     # A prompt group's rows share their prompt: each distinct prompt is prefilled once and its keys, values and
     # logits are copied to its rows (left padding to the widest distinct prompt is the padding of the whole batch).
     distinct, prompt_of_row = _distinct_prompts(prompts)
     distinct_ids, distinct_mask = encode_prompts(tokenizer, distinct)
+    distinct_ids, distinct_mask, prompt_of_row = (t.to(device) for t in (distinct_ids, distinct_mask, prompt_of_row))
     prompt_ids, prompt_mask = distinct_ids[prompt_of_row], distinct_mask[prompt_of_row]
     rows, width = prompt_ids.shape
     pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
-    response = torch.full((rows, max_new_tokens), pad, dtype=torch.long)
-    logprobs = torch.zeros(rows, max_new_tokens)
-    attention = torch.cat([prompt_mask, torch.ones(rows, max_new_tokens, dtype=prompt_mask.dtype)], dim=1)
+    response = torch.full((rows, max_new_tokens), pad, dtype=torch.long, device=device)
+    logprobs = torch.zeros(rows, max_new_tokens, device=device)
+    attention = torch.cat([prompt_mask, torch.ones(rows, max_new_tokens, dtype=prompt_mask.dtype, device=device)],
+                          dim=1)
     # Positions as token_logprobs builds them from the mask: a response token sits right after the real prompt.
     distinct_positions = (distinct_mask.cumsum(-1) - 1).clamp(min=0)
     positions = distinct_positions[prompt_of_row]
@@ -152,10 +172,10 @@ def _sample(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int, te
         decoder.select(prompt_of_row)
         logits = logits[prompt_of_row]
     next_position = positions[:, -1:] + 1
-    finished = torch.zeros(rows, dtype=torch.bool)
+    finished = torch.zeros(rows, dtype=torch.bool, device=device)
     # The rows still in the decoder (indices into the batch): a row that has ended is padding from then on, so once
     # ENDED_SHARE_TO_DROP of the decoder's rows have ended they leave it, and later tokens cost only the others.
-    live = torch.arange(rows)
+    live = torch.arange(rows, device=device)
     length = 0
     for t in range(max_new_tokens):
         logits = logits.float()
@@ -167,8 +187,9 @@ def _sample(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int, te
         # First index whose cumulative probability exceeds u * total: token i with probability p_i is drawn with
         # probability p_i (scaling by the total absorbs the cumsum's rounding; the clamp only guards u * total
         # rounding up to the total itself). One uniform per row of the batch, dropped rows included, so the draws
-        # do not depend on when rows leave the decoder.
-        draw = torch.rand(rows, 1)[live] * cdf[:, -1:]
+        # do not depend on when rows leave the decoder. The uniforms come from the global CPU generator whatever the
+        # model's device (and are then moved there): a seed draws the same numbers on a GPU as on the CPU.
+        draw = torch.rand(rows, 1).to(device)[live] * cdf[:, -1:]
         token = torch.searchsorted(cdf, draw, right=True).clamp(max=cdf.shape[1] - 1).squeeze(1)
         ended = finished[live]
         token = token.masked_fill(ended, pad)

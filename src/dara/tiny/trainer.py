@@ -15,6 +15,11 @@ every response of every step (``step``, ``group``, one column per reward named a
 
 A run killed mid-way restarts from its last ``state.pt`` and, on CPU with the same seed, ends with the same
 metrics as an uninterrupted run (only ``seconds`` differs).
+
+``--device cuda`` (``train(..., device="cuda")``) trains on the GPU instead of the CPU (the GPU check,
+docs/gpu_check.md): the same random draws (the sampler's uniforms, the minibatch shuffle and every other random
+number come from the CPU generators, seeded as on the CPU), other float rounding. The run's config.yaml then records
+``device: cuda``; a CPU run's records no device, as before the setting existed.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from dara.provenance import write_run_provenance
 from dara.runs import cpu_checkpoint_steps
 from dara.rewards.outcome import parse_failure_metrics
 from dara.tasks import get_task
-from dara.tiny.policy import decode_responses, load_policy, rollout, save_policy, token_logprobs
+from dara.tiny.policy import decode_responses, load_policy, rollout, save_policy, token_logprobs, torch_device
 
 
 # What a resume state's minibatches were made of (`ppo_update`); a state without it came from the trainer that
@@ -215,18 +220,24 @@ def _train_pool(task_name: str, options_json: str, size: int) -> tuple[dict[str,
     return tuple(get_task(task_name, **json.loads(options_json)).items("train", size, seed=0))
 
 
-def train(run, *, policy: str | None = None, progress: bool = True) -> "pd.DataFrame":  # noqa: F821 - pandas lazily
+def train(run, *, policy: str | None = None, progress: bool = True,
+          device: str = "cpu") -> "pd.DataFrame":  # noqa: F821 - pandas lazily
     """Train one `dara.runs.Run` of the tiny backend into its folder, from its warm-start policy (``policy``: another
     folder), resuming from the folder's ``state.pt``; returns the metrics frame (also written to metrics.parquet).
-    ``progress``: a tqdm bar on stderr."""
+    ``progress``: a tqdm bar on stderr. ``device``: where the model computes (`dara.tiny.policy.DEVICES`)."""
     import pandas as pd
 
     args = TrainSettings.of(run)
+    on = torch_device(device)  # before anything is written: an unknown or unavailable device stops the run here
     policy = policy or run.policy_dir
     torch.set_num_threads(1)
     out = Path(run.run_dir)
     (out / "checkpoints").mkdir(parents=True, exist_ok=True)
     config = resolved_config(run, args)
+    if device != "cpu":
+        # another device rounds otherwise: its runs say so, and a state from one device does not resume on another
+        # (a CPU run records none, so its config.yaml and resume check stay as they were)
+        config["device"] = device
     write_run_provenance(out, {**config, "policy": policy})
 
     task = get_task(run.task, **args.task_options)
@@ -235,6 +246,7 @@ def train(run, *, policy: str | None = None, progress: bool = True) -> "pd.DataF
     if prompts_per_step > len(pool):
         raise ValueError(f"{prompts_per_step} prompts per step but a pool of {len(pool)}")
     tokenizer, model = load_policy(policy)
+    model.to(on)  # before the reference copy and the optimizer, which follow the model's parameters
     # The warm-start policy is only needed for a KL penalty; with kl_coef 0 its forward would buy nothing.
     reference = copy.deepcopy(model).eval() if args.kl_coef else None
     model.train()
@@ -249,7 +261,8 @@ def train(run, *, policy: str | None = None, progress: bool = True) -> "pd.DataF
     rollouts: list[dict[str, np.ndarray]] = []  # per step: every response's step, group, rewards, length, advantage
     start = 0
     state_path = out / "state.pt"
-    state = torch.load(state_path, weights_only=False) if state_path.exists() else None
+    # onto the CPU: the RNG states must be CPU tensors; load_state_dict copies the weights to the model's device
+    state = torch.load(state_path, weights_only=False, map_location="cpu") if state_path.exists() else None
     if state is not None and "rollouts" not in state:
         # written before runs kept rollouts.parquet: resuming would leave its first steps out, so start over
         print(f"{state_path} predates rollouts.parquet; training this run from step 0", file=sys.stderr)
@@ -331,8 +344,8 @@ def train(run, *, policy: str | None = None, progress: bool = True) -> "pd.DataF
             response_mask = batch["response_mask"].float()
             log_ratio = ref_logp - old_logp
             kl = float(((torch.exp(log_ratio) - log_ratio - 1) * response_mask).sum() / response_mask.sum())
-        clip_fraction, entropy = ppo_update(model, optimizer, ref_logp, old_logp, batch, result.advantages,
-                                            result.loss_weights, args, first_update=step * args.minibatches,
+        clip_fraction, entropy = ppo_update(model, optimizer, ref_logp, old_logp, batch, result.advantages.to(on),
+                                            result.loss_weights.to(on), args, first_update=step * args.minibatches,
                                             group_size=run.group_size)
 
         row = {"step": step}
@@ -366,22 +379,26 @@ def train(run, *, policy: str | None = None, progress: bool = True) -> "pd.DataF
 
 def train_from_command_line(description: str, argv, backend: str, train_run) -> None:
     """The command line of every CPU trainer: the runs (``--run JSON ...`` as the workflow passes them, or
-    ``--experiment X --run-dir ...``; `dara.runs.add_run_arguments`), ``--policy``, ``--no-progress``; trains each
-    run of ``backend`` with ``train_run(run, policy=..., progress=...)``, one after the other, into its folder."""
+    ``--experiment X --run-dir ...``; `dara.runs.add_run_arguments`), ``--policy``, ``--no-progress``,
+    ``--device``; trains each run of ``backend`` with ``train_run(run, policy=..., progress=..., device=...)``, one
+    after the other, into its folder."""
     from dara.runs import add_run_arguments, runs_from_arguments
+    from dara.tiny.policy import DEVICES
 
     parser = argparse.ArgumentParser(description=description)
     add_run_arguments(parser)
     parser.add_argument("--policy", default=None, help="warm-start folder (default: the run's, dara.runs.policy_dir, "
                                                        "in the results tree of a --run-dir typed with a prefix)")
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--device", choices=DEVICES, default="cpu",
+                        help="where the model computes (default cpu; cuda: the current GPU)")
     cli = parser.parse_args(argv)
     runs = runs_from_arguments(cli, parser)
     for run in runs:
         if run.backend != backend:
             parser.error(f"{run.run_dir} is a run of the {run.backend!r} backend, not of {backend!r}")
     for run in runs:
-        train_run(run, policy=cli.policy, progress=not cli.no_progress)
+        train_run(run, policy=cli.policy, progress=not cli.no_progress, device=cli.device)
 
 
 def main(argv: list[str] | None = None) -> None:
