@@ -20,6 +20,10 @@ Row ``step = s`` of ``metrics.parquet`` describes the rollouts of the policy aft
 tiny trainer, and ``checkpoints/step{s}`` is that policy: TRL numbers optimizer steps from 1 after each update
 (``state.global_step``), ``minibatches`` of them per rollout, and `rollout_step` converts. Runs do not resume: a
 killed run starts over.
+
+``--device cuda`` (``train(..., device="cuda")``) trains on the GPU (TRL's ``use_cpu=False``; the GPU check,
+docs/gpu_check.md), in float32 as on the CPU; TRL samples with the device's random generator there, so the responses
+differ from a CPU run's. The run's config.yaml then records ``device: cuda``; a CPU run's records no device.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from dara.provenance import write_run_provenance
 from dara.rewards.outcome import parse_failure_metrics
 from dara.runs import cpu_checkpoint_steps
 from dara.tasks import Task, get_task
-from dara.tiny.policy import load_policy, save_policy
+from dara.tiny.policy import load_policy, save_policy, torch_device
 from dara.tiny.trainer import TrainSettings, resolved_config, train_from_command_line
 from dara.advantages import METRIC_PREFIX
 from dara.trl.trainer import DaraGRPOConfig, DaraGRPOTrainer
@@ -91,11 +95,15 @@ class TaskRewards:
         return self._cached
 
 
-def trl_config(run, args: TrainSettings, output_dir: str | Path, progress: bool = True) -> DaraGRPOConfig:
+def trl_config(run, args: TrainSettings, output_dir: str | Path, progress: bool = True,
+               device: str = "cpu") -> DaraGRPOConfig:
     """TRL's settings for a `dara.runs.Run` of a CPU trainer and its settings (`TrainSettings.of(run)`; see the
-    module docstring); ``progress``: TRL's bar."""
+    module docstring); ``progress``: TRL's bar; ``device``: where TRL trains (`dara.tiny.policy.DEVICES`)."""
+    # checked here: with use_cpu=False and no GPU, transformers would quietly train on the CPU
+    torch_device(device)
     return DaraGRPOConfig(
-        output_dir=str(output_dir), seed=run.seed, data_seed=run.seed, use_cpu=True, bf16=False, fp16=False,
+        output_dir=str(output_dir), seed=run.seed, data_seed=run.seed, use_cpu=device == "cpu", bf16=False,
+        fp16=False,
         gradient_checkpointing=False, per_device_train_batch_size=args.responses_per_step // args.minibatches,
         gradient_accumulation_steps=1, steps_per_generation=args.minibatches, num_iterations=1,
         num_generations=run.group_size, max_steps=args.steps * args.minibatches,
@@ -177,26 +185,30 @@ class _RunRecorder(TrainerCallback):
         return row
 
 
-def train(run, *, policy: str | None = None, progress: bool = True) -> pd.DataFrame:
+def train(run, *, policy: str | None = None, progress: bool = True, device: str = "cpu") -> pd.DataFrame:
     """One `dara.runs.Run` through TRL into its folder, from its warm-start policy (``policy``: another folder);
-    returns the metrics frame (also written to metrics.parquet)."""
+    returns the metrics frame (also written to metrics.parquet). ``device``: where TRL trains."""
     import trl
     import yaml
     from datasets import Dataset
     from transformers.trainer_callback import PrinterCallback
 
     args = TrainSettings.of(run)
+    torch_device(device)  # before anything is written: an unknown or unavailable device stops the run here
     policy = policy or run.policy_dir
     torch.set_num_threads(1)
     out = Path(run.run_dir)
     (out / "checkpoints").mkdir(parents=True, exist_ok=True)
-    config = trl_config(run, args, out / "trl", progress)
+    config = trl_config(run, args, out / "trl", progress, device)
     trl_settings = {"version": trl.__version__, "loss_type": config.loss_type, "beta": config.beta,
                     "epsilon": config.epsilon, "per_device_train_batch_size": config.per_device_train_batch_size,
                     "steps_per_generation": config.steps_per_generation, "max_steps": config.max_steps,
                     "lr_scheduler_type": SchedulerType(config.lr_scheduler_type).value,
                     "warmup_steps": config.warmup_steps}
-    write_run_provenance(out, {**resolved_config(run, args), "policy": policy, "backend": BACKEND, "trl": trl_settings})
+    # a CPU run records no device, as before the setting existed (the tiny trainer's rule)
+    where = {"device": device} if device != "cpu" else {}
+    write_run_provenance(out, {**resolved_config(run, args), **where, "policy": policy, "backend": BACKEND,
+                               "trl": trl_settings})
 
     task = get_task(run.task, **args.task_options)
     prompts_per_step = args.responses_per_step // run.group_size
