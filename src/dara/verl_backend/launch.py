@@ -107,6 +107,8 @@ def verl_overrides(run: Run, run_dir: str | Path, data_dir: str | Path | None = 
     values.setdefault("actor_rollout_ref.rollout.seed", run.seed)
     if s.get("device", "cuda") == "cpu":
         values.update(_cpu_values(run, env))
+    elif uses_gpu_hf_rollout(s):
+        values.update(_gpu_hf_values(run, env))
     if get_method(run.method).needs_static_weights:
         values["algorithm.dara.static_weights"] = [float(w) for w in s["static_weights"]]
     for name, value in (env or {}).items():
@@ -122,31 +124,56 @@ def verl_overrides(run: Run, run_dir: str | Path, data_dir: str | Path | None = 
     return values
 
 
+def uses_gpu_hf_rollout(settings: dict[str, Any]) -> bool:
+    """Whether a run's paper settings put verl on a GPU with the hf rollout instead of vLLM (``device: cuda`` and
+    ``actor_rollout_ref.rollout.name: hf`` in its verl settings; the GPU check, docs/gpu_check.md)."""
+    from dara.verl_plugin.cpu import ROLLOUT_NAME
+
+    return (settings.get("device", "cuda") == "cuda"
+            and settings.get("verl", {}).get("actor_rollout_ref.rollout.name") == ROLLOUT_NAME)
+
+
 def _cpu_values(run: Run, env: dict[str, str] | None) -> dict[str, Any]:
     """The overrides of ``device: cpu`` (`dara.verl_plugin.cpu`), refusing settings that contradict them."""
-    from dara.verl_plugin.cpu import CPU_OVERRIDES, worker_environment
+    from dara.verl_plugin.cpu import CPU_OVERRIDES
+
+    return _hf_backend_values(run, env, CPU_OVERRIDES, "cpu", "device cpu", "the CPU backend")
+
+
+def _gpu_hf_values(run: Run, env: dict[str, str] | None) -> dict[str, Any]:
+    """The overrides of verl on one GPU with the hf rollout (`dara.verl_plugin.cpu.GPU_HF_OVERRIDES`), refusing
+    settings that contradict them."""
+    from dara.verl_plugin.cpu import GPU_HF_OVERRIDES
+
+    return _hf_backend_values(run, env, GPU_HF_OVERRIDES, "cuda", "the hf rollout on a GPU", "the hf rollout")
+
+
+def _hf_backend_values(run: Run, env: dict[str, str] | None, overrides: dict[str, Any], device: str, what: str,
+                       who: str) -> dict[str, Any]:
+    """``overrides`` and the worker environment of the hf rollout's one-process set-up on ``device``."""
+    from dara.verl_plugin.cpu import worker_environment
 
     resources = run.settings["resources"]
     if int(resources["nodes"]) != 1 or int(resources["gpus_per_node"]) != 1:
         raise LaunchError(
-            f"run {run.name}: device cpu runs one training process (world size 1); set resources "
+            f"run {run.name}: {what} runs one training process (world size 1); set resources "
             f"nodes: 1 and gpus_per_node: 1, got {resources['nodes']} and {resources['gpus_per_node']}"
         )
-    conflicts = sorted(key for key in CPU_OVERRIDES if key in run.settings.get("verl", {})
-                       and run.settings["verl"][key] != CPU_OVERRIDES[key])
+    conflicts = sorted(key for key in overrides if key in run.settings.get("verl", {})
+                       and run.settings["verl"][key] != overrides[key])
     if conflicts:
         raise LaunchError(
-            f"run {run.name}: device cpu sets {conflicts} itself; remove them from the verl settings "
-            f"(they are {[run.settings['verl'][k] for k in conflicts]}, the CPU backend needs "
-            f"{[CPU_OVERRIDES[k] for k in conflicts]})"
+            f"run {run.name}: {what} sets {conflicts} itself; remove them from the verl settings "
+            f"(they are {[run.settings['verl'][k] for k in conflicts]}, {who} needs "
+            f"{[overrides[k] for k in conflicts]})"
         )
-    out = dict(CPU_OVERRIDES)
+    out = dict(overrides)
     if os.environ.get("RAY_ADDRESS"):
         # verl joins a running Ray cluster (profiles/slurm/ray_job.sh over several nodes), and ray.init() refuses
         # resource counts then: the cluster's nodes declare them (ray start --num-cpus/--num-gpus)
-        del out["ray_kwargs.ray_init.num_gpus"]
+        out.pop("ray_kwargs.ray_init.num_gpus", None)
         out["ray_kwargs.ray_init.num_cpus"] = None
-    for name, value in worker_environment(env or {}).items():
+    for name, value in worker_environment(env or {}, device).items():
         out[f"ray_kwargs.ray_init.runtime_env.env_vars.{name}"] = value
     return out
 
@@ -193,10 +220,10 @@ def run_environment(run: Run, attempt_log: str | Path) -> dict[str, str]:
     """Environment of a run's verl processes: the model's variables and the file logger's path."""
     env = {str(k): str(v) for k, v in run.settings.get("env", {}).items()}
     env["VERL_FILE_LOGGER_PATH"] = str(Path(attempt_log).absolute())
-    if run.settings.get("device", "cuda") == "cpu":
+    if run.settings.get("device", "cuda") == "cpu" or uses_gpu_hf_rollout(run.settings):
         from dara.verl_plugin.cpu import worker_environment
 
-        env = worker_environment(env)
+        env = worker_environment(env, run.settings.get("device", "cuda"))
     return env
 
 

@@ -9,6 +9,11 @@ the reward, checkpoints and their Hugging Face export, and a transformers model 
 not: vLLM or SGLang, several processes or nodes, throughput. It exists to run verl's real training loop (the V1
 trainer, TransferQueue, the agent loop, the reward loop, weight sync, checkpointing) with a tiny model on a laptop.
 See docs/paper_scale.md, "verl on CPU".
+
+The same ``hf`` rollout also serves verl on one GPU where vLLM is not installed (the GPU check, docs/gpu_check.md):
+a run whose verl settings name ``actor_rollout_ref.rollout.name: hf`` with ``device: cuda`` gets `GPU_HF_OVERRIDES`
+and ``worker_environment(..., device="cuda")``: verl's own NVIDIA platform, FSDP2 with verl's default mixed
+precision (bf16 parameters, fp32 reduction), the served model on the GPU in the rollout's dtype.
 """
 
 from __future__ import annotations
@@ -47,27 +52,54 @@ CPU_OVERRIDES = {
 }
 
 
+# verl config values of a run on one GPU with the hf rollout instead of vLLM: CPU_OVERRIDES' one-process set-up
+# without the CPU platform, its float32 and its Ray GPU (Ray finds the real one); SDPA attention, since verl's default
+# flash_attention_2 needs the flash-attn package. The rollout's name selects this set-up, so it is here for the
+# conflict check only.
+GPU_HF_OVERRIDES = {
+    "trainer.device": "cuda",
+    "trainer.nnodes": 1,
+    "trainer.n_gpus_per_node": 1,
+    "ray_kwargs.ray_init.num_cpus": 16,       # logical CPUs: every verl actor reserves one, whatever the cores
+    "actor_rollout_ref.actor.strategy": "fsdp2",
+    "actor_rollout_ref.ref.strategy": "fsdp2",
+    "actor_rollout_ref.rollout.name": ROLLOUT_NAME,
+    "actor_rollout_ref.rollout.tensor_model_parallel_size": 1,
+    "actor_rollout_ref.rollout.calculate_log_probs": True,
+    "actor_rollout_ref.rollout.agent.num_workers": 1,
+    "actor_rollout_ref.model.override_config.attn_implementation": "sdpa",
+    "reward.num_workers": 1,
+    "data.dataloader_num_workers": 0,
+    "transfer_queue.backend.SimpleStorage.num_data_storage_units": 1,
+}
+
+
 def source_root() -> Path:
     """The folder holding the ``dara`` package that is running now (a checkout's ``src`` or site-packages)."""
     return Path(dara.__file__).resolve().parent.parent
 
 
-def worker_environment(env: dict[str, str] | None = None) -> dict[str, str]:
-    """``env`` plus what every verl process of a CPU run needs, all values strings (Ray refuses others).
+def worker_environment(env: dict[str, str] | None = None, device: str = "cpu") -> dict[str, str]:
+    """``env`` plus what every verl process of a CPU run (``device`` "cpu") or of a GPU run with the hf rollout
+    ("cuda") needs, all values strings (Ray refuses others).
 
     PYTHONPATH starts with the folder of the running ``dara`` package, so Ray workers import this very code (not
-    another installed copy); ``VERL_USE_EXTERNAL_MODULES`` makes ``import verl`` load the backend;
-    ``VERL_PLATFORM`` selects its platform; ``VERL_ENGINE_DEVICE=cuda`` makes verl pick its FSDP training engine,
-    which is registered for accelerators only and runs on CPU once the platform is ``cpu``.
+    another installed copy); ``VERL_USE_EXTERNAL_MODULES`` makes ``import verl`` load the backend (on a GPU only its
+    hf rollout and trl check act: the other pieces apply to the cpu platform alone). On the CPU, ``VERL_PLATFORM``
+    selects its platform and ``VERL_ENGINE_DEVICE=cuda`` makes verl pick its FSDP training engine, which is
+    registered for accelerators only and runs on CPU once the platform is ``cpu``; on a GPU verl detects its own.
     """
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"the hf rollout's verl processes run on 'cpu' or 'cuda'; got device {device!r}")
     out = {str(k): str(v) for k, v in (env or {}).items()}
     modules = [m for m in out.get("VERL_USE_EXTERNAL_MODULES", os.environ.get("VERL_USE_EXTERNAL_MODULES", ""))
                .split(",") if m]
     if BACKEND_MODULE not in modules:
         modules.append(BACKEND_MODULE)
     out["VERL_USE_EXTERNAL_MODULES"] = ",".join(modules)
-    out["VERL_PLATFORM"] = "cpu"
-    out["VERL_ENGINE_DEVICE"] = "cuda"
+    if device == "cpu":
+        out["VERL_PLATFORM"] = "cpu"
+        out["VERL_ENGINE_DEVICE"] = "cuda"
     out.setdefault("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
     paths = [p for p in out.get("PYTHONPATH", os.environ.get("PYTHONPATH", "")).split(os.pathsep) if p]
     root = str(source_root())

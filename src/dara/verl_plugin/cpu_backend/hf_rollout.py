@@ -47,6 +47,27 @@ def server_name(replica_rank: int) -> str:
     return f"{ROLLOUT_NAME}_server_{replica_rank}"
 
 
+# The served model's torch dtype on a GPU, by verl's name for it (``actor_rollout_ref.rollout.dtype``, as vLLM reads it).
+_DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16,
+           "half": torch.float16, "float32": torch.float32, "fp32": torch.float32, "float": torch.float32}
+
+
+def served_model_settings(device: str, rollout_dtype: str | None) -> dict[str, Any]:
+    """How `HFServer` loads its model on ``device`` ("cpu" or "cuda"): on the CPU in float32 with eager attention
+    (verl_cpu's actor computes in float32 too, so rollout and actor log-probs agree to float noise); on a GPU in the
+    rollout's dtype (verl's default bfloat16, the actor's FSDP parameter dtype) with PyTorch's SDPA attention
+    (flash_attention_2, verl's default, needs the flash-attn package)."""
+    if device == "cpu":
+        return {"dtype": torch.float32, "attn_implementation": "eager"}
+    if device != "cuda":
+        raise ValueError(f"the hf rollout serves on 'cpu' or 'cuda'; got device {device!r}")
+    name = str(rollout_dtype or "bfloat16").lower().removeprefix("torch.")
+    if name not in _DTYPES:
+        raise ValueError(f"the hf rollout does not know dtype {rollout_dtype!r} (actor_rollout_ref.rollout.dtype); "
+                         f"known: {', '.join(_DTYPES)}")
+    return {"dtype": _DTYPES[name], "attn_implementation": "sdpa"}
+
+
 # Static batching of concurrent requests: a batch closes when it holds MAX_BATCH requests, when no request has arrived
 # for BATCH_SETTLE_S, or BATCH_WINDOW_S after its first request. verl's agent loop sends a step's prompts together,
 # so they arrive within milliseconds; a tiny model's generate costs about as much for 64 rows as for one.
@@ -81,9 +102,12 @@ class HFServer:
     requests get the same tokens batched and alone, sampled ones the same distribution (tests/test_hf_rollout.py).
     Log-probs are those of the sampled tokens under ``softmax(logits / temperature)`` of the raw logits, which is
     what verl's actor computes, so ``training/rollout_probs_diff_*`` measures weight staleness and numerics only.
+
+    ``device``: where the model is served, verl's device (`HFReplica` passes it): "cpu", or "cuda" (the current GPU,
+    in the rollout's dtype; `served_model_settings`).
     """
 
-    def __init__(self, config, model_config, replica_rank: int = 0):
+    def __init__(self, config, model_config, replica_rank: int = 0, device: str = "cpu"):
         from transformers import AutoModelForCausalLM
 
         torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", "1"))))
@@ -91,7 +115,14 @@ class HFServer:
         path = _get(model_config, "local_path") or _get(model_config, "path")
         if not path or not os.path.isdir(path):
             raise FileNotFoundError(f"the hf rollout needs a local model folder, got {path!r}")
-        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="eager")
+        loading = served_model_settings(device, _get(config, "dtype"))
+        if device == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("the hf rollout was asked to serve on 'cuda', but this process's torch sees no CUDA "
+                               "GPU (torch.cuda.is_available() is False; is CUDA_VISIBLE_DEVICES empty here?)")
+        self.device = torch.device(device)
+        self.model = AutoModelForCausalLM.from_pretrained(path, **loading)
+        if device != "cpu":
+            self.model.to(self.device)
         self.model.eval()
         eos = self.model.generation_config.eos_token_id
         if eos is None:
@@ -183,7 +214,8 @@ class HFServer:
         max_new = max(request.max_new_tokens for request in requests)
         generation = sampling_config(temperature, top_p, top_k, max_new, self.eos_token_ids or None, self.pad_token_id)
         with self._lock:
-            out = self.model.generate(input_ids=ids, attention_mask=attention, generation_config=generation)
+            out = self.model.generate(input_ids=ids.to(self.device), attention_mask=attention.to(self.device),
+                                      generation_config=generation)
         logits_all = torch.stack(out.logits, dim=1).float()
         outputs = []
         for row, request in enumerate(requests):
@@ -194,7 +226,8 @@ class HFServer:
                     break
             logits = logits_all[row, : len(tokens)]
             scaled = logits if greedy else logits / temperature
-            log_probs = torch.log_softmax(scaled, dim=-1).gather(-1, torch.tensor(tokens).unsqueeze(-1)).squeeze(-1)
+            chosen = torch.tensor(tokens, device=scaled.device).unsqueeze(-1)
+            log_probs = torch.log_softmax(scaled, dim=-1).gather(-1, chosen).squeeze(-1)
             outputs.append(TokenOutput(token_ids=tokens, log_probs=log_probs.tolist() if request.logprobs else None,
                                        stop_reason="completed", extra_fields={"global_steps": self.global_steps}))
         return outputs
@@ -228,7 +261,8 @@ class HFServer:
     def set_global_steps(self, global_steps) -> None:
         self.global_steps = global_steps
 
-    # verl's server controls: the model lives in host memory, so there is nothing to free or restore -----------
+    # verl's server controls: the model stays where it was loaded (a tiny model beside the actor), so there is
+    # nothing to free or restore -------------------------------------------------------------------------------
 
     async def wake_up(self, tags=None):
         return None
@@ -261,6 +295,14 @@ class HFServer:
         return None
 
 
+def rollout_device() -> str:
+    """Where the hf rollout serves: verl's device in this process (``cpu`` on the CPU platform, VERL_PLATFORM=cpu;
+    ``cuda`` on NVIDIA's)."""
+    from verl.utils.device import get_device_name
+
+    return get_device_name()
+
+
 def _rollout_classes():
     import ray
     from verl.workers.rollout.base import BaseRollout
@@ -273,8 +315,11 @@ def _rollout_classes():
             if self.world_size != 1:
                 raise ValueError(f"the hf rollout runs one process per replica; got world size {self.world_size}")
             name = server_name(self.replica_rank) + self.name_suffix
+            # No Ray GPU for the server: verl's placement group holds the node's GPUs for the training workers; a
+            # zero-GPU actor keeps the GPUs its node shows (Ray leaves CUDA_VISIBLE_DEVICES alone), and shares them.
             server = ray.remote(HFServer).options(name=name, num_cpus=0, max_concurrency=self.max_concurrency).remote(
-                config=self.config, model_config=self.model_config, replica_rank=self.replica_rank)
+                config=self.config, model_config=self.model_config, replica_rank=self.replica_rank,
+                device=rollout_device())
             await server.set_global_steps.remote(None)  # waits until the model is loaded
             self.servers = [server]
             self._server_handle = server
@@ -298,7 +343,7 @@ def _rollout_classes():
             return self._server
 
         async def resume(self, tags: list[str]):
-            return None  # weights and cache stay in host memory
+            return None  # the served model is never offloaded: nothing to bring back
 
         async def release(self):
             return None
