@@ -13,7 +13,7 @@ PIP := $(VENV)/bin/python $(INSTALL)
 COMPILE = $(VENV)/bin/python -m compileall -qq -j 0 $(VENV)/lib || true
 CORES ?= all
 
-.PHONY: setup setup-test setup-bfcl reproduce replicate calibrate verl-cpu snapshot smoke test test-cluster bench bench-trainer profile-trainer bench-verl-cpu verl-cpu-rerun notebooks clean-envs
+.PHONY: setup setup-test setup-bfcl reproduce replicate calibrate verl-cpu snapshot smoke test test-cluster bench bench-trainer profile-trainer bench-verl-cpu verl-cpu-rerun gpu-bundle notebooks clean-envs
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -143,6 +143,15 @@ bench-verl-cpu: $(VENV)/.test-stamp
 # how far a verl CPU run repeats (docs/paper_scale.md).
 verl-cpu-rerun: $(VENV)/.test-stamp
 	pin=$$($(VENV)/bin/python -m dara.kernels env) && env $$pin $(VENV)/bin/python -m benchmarks.verl_cpu_rerun --out docs/results/verl_cpu_rerun.md
+
+# What a GPU machine without network needs beside its image (docs/gpu_bundle.md): verl 0.9.1 and its requirements,
+# a trimmed ray, transformers at verl's pin, TRL, jsonschema (envs/gpu-bundle.txt, wheels from PyPI for Python 3.12)
+# and the verl_cpu scale's tool-calling warm start and data, as tar.xz archives in build/gpu-bundle (carry that
+# folder; `source gpu_bundle/activate.sh` there). Prints the size; fails over 60 MiB with the repository.
+GPU_BUNDLE_DATA := results/verl_cpu/data/toolcall/train.parquet
+gpu-bundle: $(VENV)/.test-stamp
+	$(VENV)/bin/snakemake --cores 2 $(GPU_BUNDLE_DATA) --config scale=verl_cpu
+	$(VENV)/bin/python gpu_bundle/build.py --out build/gpu-bundle
 
 clean-envs:
 	rm -rf $(VENV) $(BFCL_VENV)
