@@ -13,7 +13,7 @@ PIP := $(VENV)/bin/python $(INSTALL)
 COMPILE = $(VENV)/bin/python -m compileall -qq -j 0 $(VENV)/lib || true
 CORES ?= all
 
-.PHONY: setup setup-test setup-bfcl reproduce replicate calibrate verl-cpu snapshot smoke test test-cluster bench bench-trainer profile-trainer bench-verl-cpu verl-cpu-rerun gpu-bundle notebooks clean-envs
+.PHONY: setup setup-test setup-bfcl reproduce replicate calibrate verl-cpu snapshot smoke test test-cluster bench bench-trainer profile-trainer bench-verl-cpu verl-cpu-rerun gpu-check gpu-bundle notebooks clean-envs
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -143,6 +143,18 @@ bench-verl-cpu: $(VENV)/.test-stamp
 # how far a verl CPU run repeats (docs/paper_scale.md).
 verl-cpu-rerun: $(VENV)/.test-stamp
 	pin=$$($(VENV)/bin/python -m dara.kernels env) && env $$pin $(VENV)/bin/python -m benchmarks.verl_cpu_rerun --out docs/results/verl_cpu_rerun.md
+
+# The paper path on a GPU in a few minutes (docs/gpu_check.md): every estimator and the tiny policy on the device
+# against the CPU, dara.trl with three methods, verl's loop (FSDP2, the hf rollout) with GDPO and DARA-Asym; one
+# summary, results/gpu_check/summary.md; exits non-zero if a part failed. DEVICE=cpu is its dry run without a GPU.
+# No set-up: it runs with the test environment where there is one, else with $(PYTHON) and what PYTHONPATH holds (a
+# GPU machine with the GPU bundle); GPU_CHECK_ARGS passes more options (--steps, --data-dir, --time-limit, --verl).
+DEVICE ?= cuda
+GPU_CHECK_OUT ?= results/gpu_check
+GPU_CHECK_PYTHON ?= $(if $(wildcard $(VENV)/bin/python),$(VENV)/bin/python,$(PYTHON))
+gpu-check:
+	PYTHONPATH=$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_CHECK_PYTHON) -m benchmarks.gpu_check --device $(DEVICE) \
+	  --out $(GPU_CHECK_OUT) $(GPU_CHECK_ARGS)
 
 # What a GPU machine without network needs beside its image (docs/gpu_bundle.md): verl 0.9.1 and its requirements,
 # a trimmed ray, transformers at verl's pin, TRL, jsonschema (envs/gpu-bundle.txt, wheels from PyPI for Python 3.12)
