@@ -368,3 +368,13 @@ def test_regime_late_rows_read_each_runs_last_third_and_middle_step():
     assert length["mean_middle_step"] == pytest.approx(0.5 + 0.15 + 0.1)  # step 15 of seed 1
     assert correctness["weight_last_third"] == 1.0 and correctness["density_last_third"] == pytest.approx(0.75)
     assert regime["late_rows"]("math_length", pd.DataFrame(rows)[lambda f: f["step"] < 2], 5.0) == []
+
+
+def test_table4a_reads_the_checkpoint_nearest_its_share_of_the_run():
+    table4a = runpy.run_path(str(REPO / "analysis" / "table4a.py"))
+    every20 = pd.DataFrame({"step": [0, 20, 40, 60, 80]})
+    assert table4a["compared_step"](every20, 0.25) == 20  # the paper's step 50 of 200, at 80 steps
+    assert table4a["compared_step"](every20, 1.0) == 80  # the final checkpoint
+    assert table4a["compared_step"](every20, 0.01) == 20  # never the base at step 0
+    # a quarter of 60 is 15, halfway between the checkpoints at 10 and 20: the later one
+    assert table4a["compared_step"](pd.DataFrame({"step": [0, 10, 20, 30, 40, 50, 60]}), 0.25) == 20

@@ -355,14 +355,14 @@ def not_lower(runs: pd.DataFrame, metric: str, method: str, baseline: str, *, ma
                  n_method=len(a), n_baseline=len(b))
 
 
-def per_run_values(scores: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
-    """The per-run table :func:`not_lower` tests: each run's final checkpoint (its method) and each run's step-0
-    evaluation (method "base"), with its warm start where ``scores`` has one, metrics in percent. ``scores``:
-    ``tables.paper_metrics`` of the evaluations; metrics it lacks are left out."""
+def per_run_values(scores: pd.DataFrame, metrics: Sequence[str], step: int | None = None) -> pd.DataFrame:
+    """The per-run table :func:`not_lower` tests: each run's checkpoint at ``step`` (its final one when None) under
+    its method and each run's step-0 evaluation (method "base"), with its warm start where ``scores`` has one,
+    metrics in percent. ``scores``: ``tables.paper_metrics`` of the evaluations; metrics it lacks are left out."""
     keys = [*RUN_KEYS, *(["warm_start"] if "warm_start" in scores.columns else []), "step"]
     present = [metric for metric in metrics if metric in scores.columns]
     base = scores[scores["step"] == 0].assign(method="base")
-    table = pd.concat([base, final_checkpoint(scores)], ignore_index=True)[[*keys, *present]]
+    table = pd.concat([base, final_checkpoint(scores, step)], ignore_index=True)[[*keys, *present]]
     return table.assign(**{metric: 100.0 * table[metric] for metric in present})
 
 
