@@ -39,7 +39,7 @@ def test_shipped_experiments_validate_and_every_run_has_a_cpu_trainers_settings(
 
 def test_tiny_run_matrix_sizes(tiny):
     sizes = {name: len(run_matrix(tiny, name)) for name in TINY_TARGETS}
-    assert sizes == {"toolcall": 40, "toolcall_baselines": 15, "math_length": 30, "math_baselines": 18,
+    assert sizes == {"toolcall": 40, "toolcall_baselines": 15, "math_length": 40, "math_baselines": 15,
                      "act_critic": 18, "group_size": 60, "group_size_asym": 9, "group_size_grpo": 9,
                      "three_rewards": 15, "static_vs_dynamic": 12, "trl": 30, "toolcall_control": 10, "math_control": 10,
                      "three_rewards_control": 10, "act_critic_control": 10, "denser_regime": 30}
@@ -48,7 +48,7 @@ def test_tiny_run_matrix_sizes(tiny):
     # and GRPO); static_vs_dynamic is
     # inside math_length and math_baselines; denser_regime's 30 runs are its own task's; the trl runs have the same coordinates as toolcall's but another
     # backend and folder; each task's 10-seed drift control shares its seeds 0-2 with the baselines' control.
-    assert len(runs) == 40 + 15 + 30 + 18 + 18 + (60 - 20) + (9 - 3) + (9 - 3) + 15 + 30 + 4 * (10 - 3) + 30
+    assert len(runs) == 40 + 15 + 40 + 15 + 18 + (60 - 20) + (9 - 3) + (9 - 3) + 15 + 30 + 4 * (10 - 3) + 30
     assert len({r.run_dir for r in runs}) == len(runs)
     shared = find_run(tiny, "toolcall", "dara_sym", 4, 0, backend="tiny")
     assert sorted(shared.targets) == ["group_size", "toolcall"]
