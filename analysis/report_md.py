@@ -220,12 +220,15 @@ def main(argv=None):
         paper = reference.stable_crossings()
         rule = reference.stable_crossing_rule()
         window, future = stable_window(stable, config)
-        ours = crossing_summary(stable, by=("method", "threshold"))[["method", "threshold", "km_median"]].rename(
-            columns={"km_median": "ours_km_median"})
+        ours = crossing_summary(stable, by=("method", "threshold"))
+        # how many seeds confirmed, beside the median: whether fig5 can separate methods at a threshold at all
+        ours = ours.assign(confirmed=ours["n_crossed"].astype(int).astype(str) + "/" + ours["n_runs"].astype(str))[
+            ["method", "threshold", "confirmed", "km_median"]].rename(columns={"km_median": "ours_km_median"})
         lines += ["## First stable crossing of the length reward (fig5)", "",
                   f"Ours: {config['tasks']['math']}, window {window}, confirmed over {future} steps (paper: "
                   f"{rule['window']} and {rule['future']}, `crossing_definitions.csv`); {MEDIAN_NAME}, an "
-                  "unconfirmed seed censored at its last step. Empty = not confirmed by half the seeds.", "",
+                  "unconfirmed seed censored at its last step; `confirmed`: seeds that confirmed it, of the "
+                  "method's runs. Empty median = not confirmed by half the seeds.", "",
                   _label_methods(ours).to_markdown(index=False, floatfmt="g"), "",
                   "Paper:", "", paper[["model", "method", "threshold", "step", "note"]].to_markdown(index=False), ""]
     if survival is not None:

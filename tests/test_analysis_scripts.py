@@ -8,9 +8,11 @@ import runpy
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
+from dara.analysis import palette
 from test_analysis_synthetic import run_script, write_synthetic_results
 
 REPO = Path(__file__).resolve().parents[1]
@@ -146,6 +148,13 @@ def test_report_puts_the_papers_medians_beside_ours_and_computes_claims(results)
     assert claim["median_difference"] == dara_asym.median() - gdpo_steps.median()
     assert claim["ci_low"] <= claim["median_difference"] <= claim["ci_high"] < 0
     assert "Table 4b" in report and "Not reproduced" in report
+    # fig5's table says how many seeds confirmed each threshold, beside the median they give
+    stable = markdown_table(report, "## First stable crossing of the length reward (fig5)")
+    records = pd.read_csv(results / "figures/fig5.csv")
+    for _, row in stable.iterrows():
+        own = records[(records["method"].map(palette.label) == row["method"])
+                      & np.isclose(records["threshold"], float(row["threshold"]))]
+        assert row["confirmed"] == f"{int(own['step'].notna().sum())}/{len(own)}"
     # the denser-regime section is always written; without runs of the dense task it says what is missing
     assert "## The denser regime (beyond the paper)" in report
     regime = pd.read_csv(results / "tables/denser_regime.csv")
