@@ -13,6 +13,23 @@
 # - runs gpu_bundle/check_imports.py (every module the paper path starts from, the bundle's versions, dara's plugin):
 #   DARA_GPU_BUNDLE_CHECK=0 skips it.
 # Returns non-zero, with the reason, when something is missing. The bundle's folder is DARA_GPU_BUNDLE if set.
+# GNU tar unpacks .tar.xz with the xz program; where an image lacks it (xz-utils is not in every minimal image),
+# Python's tarfile unpacks them instead.
+
+_dara_gpu_bundle_untar() {  # ARCHIVE FOLDER [keep]: keep leaves files already in FOLDER as they are
+    if command -v xz >/dev/null 2>&1; then
+        tar -xJf "$1" -C "$2" ${3:+--skip-old-files}
+        return
+    fi
+    "${PYTHON:-python3}" - "$1" "$2" "${3:-}" <<'PYTHON_UNTAR'
+import os, sys, tarfile
+archive, folder, keep = sys.argv[1:4]
+with tarfile.open(archive) as tar:
+    members = [m for m in tar if not (keep and not m.isdir() and os.path.lexists(os.path.join(folder, m.name)))]
+    # the 'tar' filter: no paths outside folder, file modes (executables) kept
+    tar.extractall(folder, members=members, **({"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}))
+PYTHON_UNTAR
+}
 
 _dara_gpu_bundle_activate() {
     local root bundle site python stamp archive status
@@ -31,8 +48,8 @@ _dara_gpu_bundle_activate() {
         echo "gpu bundle: unpacking $bundle into $site" >&2
         rm -rf "$site" && mkdir -p "$site" || return 1
         # both archives at once: xz decompression is single-threaded
-        tar -xJf "$bundle/ray.tar.xz" -C "$site" & local ray_job=$!
-        tar -xJf "$bundle/deps.tar.xz" -C "$site"; status=$?
+        _dara_gpu_bundle_untar "$bundle/ray.tar.xz" "$site" & local ray_job=$!
+        _dara_gpu_bundle_untar "$bundle/deps.tar.xz" "$site"; status=$?
         wait "$ray_job" || status=1
         if [ "$status" -ne 0 ]; then
             echo "gpu bundle: unpacking failed; $site is incomplete" >&2
@@ -41,7 +58,7 @@ _dara_gpu_bundle_activate() {
         printf '%s\n' "$stamp" > "$site/.bundle-stamp"
     fi
     if [ -f "$bundle/data.tar.xz" ]; then
-        tar -xJf "$bundle/data.tar.xz" -C "$root" --skip-old-files || return 1
+        _dara_gpu_bundle_untar "$bundle/data.tar.xz" "$root" keep || return 1
     fi
     case ":${PYTHONPATH:-}:" in
         *":$root/src:$site:"*) ;;
@@ -55,6 +72,6 @@ _dara_gpu_bundle_activate() {
 
 _dara_gpu_bundle_activate
 _dara_gpu_bundle_status=$?
-unset -f _dara_gpu_bundle_activate
+unset -f _dara_gpu_bundle_activate _dara_gpu_bundle_untar
 # `return` when sourced, `exit` when run as a script (which cannot export to its caller, but still checks the bundle)
 return "$_dara_gpu_bundle_status" 2>/dev/null || exit "$_dara_gpu_bundle_status"

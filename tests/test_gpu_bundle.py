@@ -317,6 +317,37 @@ def test_activate_unpacks_once_puts_the_bundle_first_and_keeps_existing_data(tmp
     assert "status=0" in result.stdout and "unpacking" in result.stderr and not (site / "marker").exists()
 
 
+def test_activate_unpacks_with_python_where_the_image_has_no_xz(tmp_path):
+    """GNU tar needs the xz program for .tar.xz; on a PATH without it, Python's tarfile unpacks the bundle (an
+    executable keeps its mode), and the data still goes beside, never over, what is there."""
+    import shutil
+
+    repo, bundle = _fake_bundle(tmp_path)
+    raylet = tmp_path / "content" / "ray" / "raylet"
+    raylet.write_text("#!/bin/sh\n")
+    raylet.chmod(0o755)
+    with tarfile.open(bundle / "ray.tar.xz", "w:xz") as tar:
+        tar.add(tmp_path / "content" / "ray", arcname="ray")
+    kept = repo / "results" / "verl_cpu" / "data" / "toolcall" / "train.parquet"
+    kept.parent.mkdir(parents=True)
+    kept.write_text("from a local run")
+    tools = tmp_path / "bin"  # what activate.sh runs, xz left out
+    tools.mkdir()
+    for tool in ("tar", "cksum", "cat", "rm", "mkdir", "dirname"):
+        (tools / tool).symlink_to(shutil.which(tool))
+    (tools / "python3").symlink_to(sys.executable)
+    script = (f"set -u; export PYTHONPATH=/image/extra DARA_GPU_BUNDLE_CHECK=0; source {repo}/gpu_bundle/activate.sh; "
+              "echo \"status=$?\"")
+    result = subprocess.run([shutil.which("bash"), "-c", script], capture_output=True, text=True, timeout=60,
+                            env={"PATH": str(tools), "HOME": str(tmp_path)})
+    assert "status=0" in result.stdout, result.stderr
+    site = repo / "build" / "gpu-site"
+    assert (site / "verl" / "__init__.py").read_text() == "VERSION = 'bundle'\n"
+    assert os.access(site / "ray" / "raylet", os.X_OK)
+    assert kept.read_text() == "from a local run"
+    assert (site / ".bundle-stamp").is_file()
+
+
 def test_activate_names_a_missing_bundle(tmp_path):
     repo, bundle = _fake_bundle(tmp_path)
     (bundle / "ray.tar.xz").unlink()
