@@ -147,11 +147,14 @@ verl-cpu-rerun: $(VENV)/.test-stamp
 # The paper path on a GPU in a few minutes (docs/gpu_check.md): every estimator and the tiny policy on the device
 # against the CPU, dara.trl with three methods, verl's loop (FSDP2, the hf rollout) with GDPO and DARA-Asym; one
 # summary, results/gpu_check/summary.md; exits non-zero if a part failed. DEVICE=cpu is its dry run without a GPU.
-# No set-up: it runs with the test environment where there is one, else with $(PYTHON) and what PYTHONPATH holds (a
-# GPU machine with the GPU bundle); GPU_CHECK_ARGS passes more options (--steps, --data-dir, --time-limit, --verl).
+# No set-up: it runs with the test environment where there is one, else with python3 or a PYTHON given to make (the
+# interpreter gpu_bundle/activate.sh checks the bundle with; not this file's python3.11 preference) and what
+# PYTHONPATH holds (a GPU machine with the GPU bundle); GPU_CHECK_ARGS passes more options (--steps, --data-dir,
+# --time-limit, --verl).
 DEVICE ?= cuda
 GPU_CHECK_OUT ?= results/gpu_check
-GPU_CHECK_PYTHON ?= $(if $(wildcard $(VENV)/bin/python),$(VENV)/bin/python,$(PYTHON))
+GPU_CHECK_PYTHON ?= $(if $(wildcard $(VENV)/bin/python),$(VENV)/bin/python,\
+  $(if $(filter file,$(origin PYTHON)),python3,$(PYTHON)))
 gpu-check:
 	PYTHONPATH=$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_CHECK_PYTHON) -m benchmarks.gpu_check --device $(DEVICE) \
 	  --out $(GPU_CHECK_OUT) $(GPU_CHECK_ARGS)
