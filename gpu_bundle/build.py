@@ -34,14 +34,15 @@ SIZE_LIMIT_MIB = 60
 
 # Distributions that the GPU image provides (torch 2.11.0+cu130, transformers 5.17.0, tokenizers 0.23.2, accelerate,
 # safetensors, numpy, pandas, pyarrow, pytest, and what they require as resolved for Python 3.12), by canonical name.
+# Not pydantic (nor pydantic-core, annotated-types, typing-inspection, tzdata): a resolution with today's typer
+# pulls them in, but the image's package list, as read on such a machine, has none of them.
 # transformers and tokenizers are in the bundle all the same: verl 0.9.1 needs transformers>=5.5.3,<5.11.
 IMAGE_HAS = frozenset({
     "torch", "triton", "transformers", "tokenizers", "accelerate", "safetensors", "numpy", "pandas", "pyarrow",
-    "pytest", "annotated-doc", "annotated-types", "anyio", "certifi", "click", "filelock", "fsspec", "h11", "hf-xet",
-    "httpcore", "httpx", "huggingface-hub", "idna", "iniconfig", "jinja2", "markdown-it-py", "markupsafe", "mdurl",
-    "mpmath", "networkx", "packaging", "pluggy", "psutil", "pydantic", "pydantic-core", "pygments",
-    "python-dateutil", "pyyaml", "regex", "rich", "setuptools", "shellingham", "sympy", "tqdm", "typer",
-    "typing-extensions", "typing-inspection", "tzdata",
+    "pytest", "annotated-doc", "anyio", "certifi", "click", "filelock", "fsspec", "h11", "hf-xet", "httpcore", "httpx",
+    "huggingface-hub", "idna", "iniconfig", "jinja2", "markdown-it-py", "markupsafe", "mdurl", "mpmath", "networkx",
+    "packaging", "pluggy", "psutil", "pygments", "python-dateutil", "pyyaml", "regex", "rich", "setuptools",
+    "shellingham", "sympy", "tqdm", "typer", "typing-extensions",
 })
 # verl's and TransferQueue's declared requirements that the bundle leaves out, as the CPU test environment (which runs
 # verl's loop end to end) does: wandb (imported only with the wandb logger), tensorboard (its logger), pylatexenc
