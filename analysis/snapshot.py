@@ -263,9 +263,12 @@ def take_snapshot(results: Path, out: Path) -> None:
     copy(results / "tables" / "denser_regime.md", out / "denser_regime.md")
     write_text_atomic(out / "timing.md", timing_table(results))
     write_text_atomic(out / "machine.md", machine_table(results))
-    # make replicate's comparison of each claim's verdict in two independent replicates, when it ran
+    # make replicate's comparison of each claim's verdict in two independent replicates, when it ran; one kept from
+    # an earlier snapshot compares another draw's verdicts, so it says so at its top (once) and names that draw
     if (results / "tables" / "replicates.md").is_file():
         copy(results / "tables" / "replicates.md", out / "replicates.md")
+    elif (out / "replicates.md").is_file():
+        mark_earlier_draw(out / "replicates.md", out / "REVISION")
     for name in FIGURES:
         copy(results / "figures" / f"{name}.png", out / f"{name}.png")
     # `dara diagnose` on the headline's GRPO run (docs/diagnose.md)
@@ -292,6 +295,24 @@ def take_snapshot(results: Path, out: Path) -> None:
     write_text_atomic(out / "REVISION", f"# training runs\n{revisions.pop()}{backend_revisions}"
                                         f"# held-out evaluations\n{evaluation_text}"
                                         f"# analysis and this snapshot\n{analysis_revision}")
+
+
+EARLIER_DRAW = "**Not this draw's replicate:**"
+
+
+def mark_earlier_draw(table: Path, revision_file: Path) -> None:
+    """Put a line on top of a replicates table kept from an earlier snapshot: its study column is that snapshot's
+    draw (the training runs' revision in the REVISION file it came with), not the draw beside it."""
+    text = table.read_text()
+    if EARLIER_DRAW in text:
+        return
+    found = re.search(r"# training runs\nrevision: ([0-9a-f]{7})", revision_file.read_text()) \
+        if revision_file.is_file() else None
+    draw = f"the draw of training runs at {found[1]}" if found else "an earlier draw"
+    note = (f"{EARLIER_DRAW} this table compares {draw} with its replicate; `make replicate` has not run on the "
+            "draw this snapshot shows, so its claims may differ from the study column here.\n\n")
+    title, rest = text.split("\n", 1) if text.startswith("# ") else ("", text)
+    write_text_atomic(table, (f"{title}\n\n" if title else "") + note + rest.lstrip("\n"))
 
 
 def fill_blocks(text: str, snapshot: Path) -> str:

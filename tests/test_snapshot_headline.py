@@ -79,3 +79,18 @@ def test_the_headline_and_the_claims_give_the_same_median_of_the_same_runs(tmp_p
     in_claim = re.search(r"KM median step ([\d.]+) vs ([\d.]+)", claim.ours)
     assert shown == {"DARA-Sym": 9.0, "GDPO": 11.0}
     assert (float(in_claim[1]), float(in_claim[2])) == (shown["DARA-Sym"], shown["GDPO"])
+
+
+def test_a_replicates_table_kept_from_an_earlier_snapshot_names_its_draw(tmp_path):
+    """A snapshot without a replicate of its own keeps the previous replicates table; its study column is the
+    earlier draw's, so a line on top says which draw (from the REVISION file it came with), once."""
+    mark = runpy.run_path(str(REPO / "analysis" / "snapshot.py"))["mark_earlier_draw"]
+    table, revision = tmp_path / "replicates.md", tmp_path / "REVISION"
+    table.write_text("# Claims in two independent replicates\n\n13 of 14 claims agree.\n\n| claim |\n|:--|\n| a |\n")
+    revision.write_text("# training runs\nrevision: 3c491edb695f753c11d9753c43cf6cbaf32505a1\ndirty: false\n")
+    mark(table, revision)
+    text = table.read_text()
+    assert text.startswith("# Claims in two independent replicates\n\n**Not this draw's replicate:**")
+    assert "the draw of training runs at 3c491ed" in text and text.endswith("| a |\n")
+    mark(table, revision)  # a second snapshot without a replicate leaves it as it is
+    assert table.read_text() == text
