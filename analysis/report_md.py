@@ -212,8 +212,13 @@ def main(argv=None):
         paper = paper.melt(id_vars=["method"], value_vars=["accuracy", "exceed", "joint"], var_name="metric",
                            value_name="mean").replace({"metric": {"accuracy": "macro_pass1"}}).assign(sd=np.nan)
         merged, only_paper = _measured(table_comparison(table4a, paper))
+        # ours at the checkpoint analysis/config.yaml fixes (static_vs_dynamic.checkpoint_fraction), named here
+        steps = sorted(set(table4a_runs.loc[table4a_runs["method"] != "base", "step"].astype(int))) \
+            if table4a_runs is not None and len(table4a_runs) else []
+        where = (f"Ours at step {steps[0]}, the checkpoint nearest "
+                 f"{config['static_vs_dynamic']['checkpoint_fraction']:g} of the run. " if len(steps) == 1 else "")
         lines += [f"## Table 4a: static vs dynamic weights (paper: {setting})", "",
-                  f"`base` = the step-0 policy, where evaluated. {only_paper}", "",
+                  f"{where}`base` = the step-0 policy, where evaluated. {only_paper}", "",
                   _label_methods(merged).to_markdown(index=False, floatfmt=".2f"), ""]
     lines += ["## Table 4b: instruct vs thinking", "", "Not reproduced at this scale; see `tables/table4b.md`.", ""]
     if stable is not None:
