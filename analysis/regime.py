@@ -91,10 +91,8 @@ def late_rows(task: str, metrics: pd.DataFrame, w_max: float) -> list[dict]:
         numbers = late_run_numbers(run, rewards, w_max)
         if not numbers:
             continue
-        middle = run[run["step"] == int(run["step"].max()) // 2]
         for reward in rewards:
-            per_run.append({"method": method, "reward": reward,
-                            "mean_middle_step": float(middle[f"reward/{reward}"].iloc[0]) if len(middle) else np.nan,
+            per_run.append({"method": method, "reward": reward, "mean_middle_step": numbers[f"mean_mid/{reward}"],
                             **{name: numbers[f"{name}/{reward}"] for name in
                                ("density_last_third", "active_last_third", "weight_last_third")}})
     if not per_run:

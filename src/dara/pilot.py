@@ -82,7 +82,6 @@ def summarise_run(metrics: pd.DataFrame, rewards: tuple[str, ...], crossings: li
     """The regime numbers of one run's metrics (see the module docstring)."""
     metrics = metrics.sort_values("step").reset_index(drop=True)
     first, last = metrics.iloc[0], metrics.iloc[-1]
-    middle = metrics[metrics["step"] == int(last["step"]) // 2].iloc[0]
     early = metrics[metrics["step"] <= 4]
     out: dict[str, Any] = {}
     dara_weights = density_weights(torch.tensor([float(first[f"density/{r}"]) for r in rewards], dtype=torch.float64),
@@ -91,7 +90,6 @@ def summarise_run(metrics: pd.DataFrame, rewards: tuple[str, ...], crossings: li
         out[f"density0/{reward}"] = first[f"density/{reward}"]
         out[f"weight0/{reward}"] = float(dara_weights[k])
         out[f"mean0/{reward}"] = first[f"reward/{reward}"]
-        out[f"mean_mid/{reward}"] = middle[f"reward/{reward}"]
         out[f"mean_last/{reward}"] = last[f"reward/{reward}"]
     out.update(late_run_numbers(metrics, rewards, w_max))
     for calibrated, name in ((False, "energy_share"), (True, "energy_share_calibrated")):

@@ -23,7 +23,8 @@ def last_third(metrics: pd.DataFrame) -> pd.DataFrame:
 
 
 def late_run_numbers(metrics: pd.DataFrame, rewards: tuple[str, ...] | list[str], w_max: float) -> dict[str, float]:
-    """Per reward over one run's last third: ``density_last_third/<r>`` (median density), ``active_last_third/<r>``
+    """Per reward: ``mean_mid/<r>``, the batch mean at the middle step (``last // 2``), and over the run's last
+    third ``density_last_third/<r>`` (median density), ``active_last_third/<r>``
     (share of those steps where it varies in some group) and ``weight_last_third/<r>``, DARA's weight
     ``min(w_max, sqrt(max_j pi_j / pi_k))`` from each step's densities, median over the steps where the reward
     varies (at density 0 the weight multiplies zero z-scores: its value, 1 by our convention and the paper's math
@@ -32,11 +33,13 @@ def late_run_numbers(metrics: pd.DataFrame, rewards: tuple[str, ...] | list[str]
     if int(metrics["step"].max()) < 3:
         return {}
     late = last_third(metrics)
+    middle = metrics[metrics["step"] == int(metrics["step"].max()) // 2]
     densities = late[[f"density/{reward}" for reward in rewards]].to_numpy(dtype=np.float64)
     weights = np.stack([density_weights(torch.tensor(row.copy()), w_max).numpy() for row in densities])
     out: dict[str, float] = {}
     for k, reward in enumerate(rewards):
         active = densities[:, k] > 0
+        out[f"mean_mid/{reward}"] = float(middle[f"reward/{reward}"].iloc[0]) if len(middle) else np.nan
         out[f"density_last_third/{reward}"] = float(np.median(densities[:, k]))
         out[f"active_last_third/{reward}"] = float(active.mean())
         out[f"weight_last_third/{reward}"] = float(np.median(weights[active, k])) if active.any() else np.nan
