@@ -314,9 +314,9 @@ def _log_tail(log: Path, characters: int = 3000) -> str:
 
 def _subprocess_env() -> dict[str, str]:
     """This process's environment, with the ``dara`` it runs first on PYTHONPATH (a job imports this very code)."""
-    import dara
+    from dara.verl_plugin.cpu import source_root
 
-    source = str(Path(dara.__file__).resolve().parent.parent)
+    source = str(source_root())
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != source]
     return {**os.environ, "PYTHONPATH": os.pathsep.join([source, *paths])}
 
@@ -570,13 +570,15 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
+    from dara.io import write_text_atomic
+
     environment: dict[str, Any] = {"device": args.device}
     parts: list[Part] = []
 
     def write_summary() -> None:
         environment["wall time"] = f"{time.perf_counter() - started:.0f} s"
-        text = summary_markdown(environment, parts)
-        (out / "summary.md").write_text(text)
+        # atomic: a check killed mid-write (--time-limit, the machine's own limit) leaves the previous summary whole
+        write_text_atomic(out / "summary.md", summary_markdown(environment, parts))
 
     try:
         from dara.tiny.policy import torch_device
