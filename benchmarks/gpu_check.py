@@ -327,7 +327,7 @@ def check_run_outputs(part: Part, run, steps: int, label: str) -> Any:
     import pandas as pd
 
     folder = Path(run.run_dir)
-    metrics = folder / "metrics.parquet"
+    metrics = Path(run.metrics)
     if not part.check(f"{label}: metrics.parquet written", metrics.is_file(), str(metrics)):
         return None
     frame = pd.read_parquet(metrics)
