@@ -17,27 +17,15 @@ from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_toke
 from transformers import DynamicCache, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX as QWEN2_PRETOKENIZE_REGEX
 
+# DEVICES and torch_device live in dara.devices (a light module the verl launcher imports too); re-exported here
+# for the callers that load a policy anyway (benchmarks/gpu_check.py, the trainers' command line).
+from dara.devices import DEVICES, torch_device  # noqa: F401
 from dara.io import replace_dir_atomically
 from dara.tiny.decoder import LeanDecoder
 
 PAD, EOS = "<pad>", "<eos>"
 # The sampler drops rows that have ended from its decoder once they are this share of the decoder's rows (see rollout).
 ENDED_SHARE_TO_DROP = 0.25
-# Where the tiny trainers (dara.tiny.trainer, dara.trl) compute: "cpu", the default of every scale, or "cuda" (the
-# current GPU; the GPU check, docs/gpu_check.md).
-DEVICES = ("cpu", "cuda")
-
-
-def torch_device(device: str) -> torch.device:
-    """The torch device of a ``device`` setting (`DEVICES`): a ValueError for another name, a RuntimeError for
-    "cuda" where torch sees no CUDA GPU (rather than a silent fall-back to the CPU)."""
-    if device not in DEVICES:
-        raise ValueError(f"device must be one of {', '.join(DEVICES)}; got {device!r}")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"device 'cuda' was asked for, but this torch ({torch.__version__}) sees no CUDA GPU "
-                           "(torch.cuda.is_available() is False: no GPU, no working driver, or a CPU-only build); "
-                           "use device 'cpu'")
-    return torch.device(device)
 
 
 def train_tokenizer(texts: Sequence[str], vocab_size: int) -> PreTrainedTokenizerFast:

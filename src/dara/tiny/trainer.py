@@ -41,13 +41,14 @@ import numpy as np
 import torch
 
 from dara.advantages import EstimatorOptions, compute_advantages
+from dara.devices import device_config_entries, torch_device
 from dara.io import replace_atomically
 from dara.methods import get_method
 from dara.provenance import write_run_provenance
 from dara.runs import cpu_checkpoint_steps
 from dara.rewards.outcome import parse_failure_metrics
 from dara.tasks import get_task
-from dara.tiny.policy import decode_responses, load_policy, rollout, save_policy, token_logprobs, torch_device
+from dara.tiny.policy import decode_responses, load_policy, rollout, save_policy, token_logprobs
 
 
 # What a resume state's minibatches were made of (`ppo_update`); a state without it came from the trainer that
@@ -233,11 +234,8 @@ def train(run, *, policy: str | None = None, progress: bool = True,
     torch.set_num_threads(1)
     out = Path(run.run_dir)
     (out / "checkpoints").mkdir(parents=True, exist_ok=True)
-    config = resolved_config(run, args)
-    if device != "cpu":
-        # another device rounds otherwise: its runs say so, and a state from one device does not resume on another
-        # (a CPU run records none, so its config.yaml and resume check stay as they were)
-        config["device"] = device
+    # a CPU run records no device, so its config.yaml and resume check stay as they were (dara.devices)
+    config = {**resolved_config(run, args), **device_config_entries(device)}
     write_run_provenance(out, {**config, "policy": policy})
 
     task = get_task(run.task, **args.task_options)
