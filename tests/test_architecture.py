@@ -25,7 +25,9 @@ ALLOWED = {
     # the CPU kernel pin (dara.kernels: the environment every job runs under, the process's dispatch and CPU)
     "dara.kernels": set(),
     "dara.provenance": {"dara.io", "dara.kernels"},
-    "dara.tiny": {"dara.advantages", "dara.experiments", "dara.io", "dara.methods", "dara.provenance",
+    # the device setting of every trainer and of the verl launcher (dara.devices imports nothing of dara)
+    "dara.devices": set(),
+    "dara.tiny": {"dara.advantages", "dara.devices", "dara.experiments", "dara.io", "dara.methods", "dara.provenance",
                   "dara.rewards", "dara.runs", "dara.tasks"},
     # the density diagnostics of any rollout table (`dara diagnose`) and the trainers' monitor modes
     "dara.diagnose": {"dara.advantages", "dara.io", "dara.methods"},
@@ -35,12 +37,13 @@ ALLOWED = {
     # steps counted and summarised as the analysis does (dara.analysis.crossing)
     "dara.pilot": {"dara.advantages", "dara.analysis", "dara.evaluation", "dara.experiments", "dara.io", "dara.runs",
                    "dara.tasks", "dara.tiny"},
-    "dara.trl": {"dara.advantages", "dara.diagnose", "dara.experiments", "dara.io", "dara.methods",
+    "dara.trl": {"dara.advantages", "dara.devices", "dara.diagnose", "dara.experiments", "dara.io", "dara.methods",
                  "dara.provenance", "dara.rewards", "dara.runs", "dara.tasks", "dara.tiny"},
     # inside verl's processes: the algorithm and the rewards, nothing of the launcher, the workflow or the analysis
-    "dara.verl_plugin": {"dara", "dara.advantages", "dara.diagnose", "dara.methods", "dara.rewards", "dara.tasks"},
-    "dara.verl_backend": {"dara.advantages", "dara.experiments", "dara.io", "dara.methods", "dara.provenance", "dara.runs",
-                          "dara.tasks", "dara.verl_plugin"},
+    "dara.verl_plugin": {"dara", "dara.advantages", "dara.devices", "dara.diagnose", "dara.methods", "dara.rewards",
+                         "dara.tasks"},
+    "dara.verl_backend": {"dara.advantages", "dara.devices", "dara.experiments", "dara.io", "dara.methods",
+                          "dara.provenance", "dara.runs", "dara.tasks", "dara.verl_plugin"},
     "dara.evaluation": {"dara.experiments", "dara.io", "dara.kernels", "dara.provenance", "dara.rewards", "dara.runs",
                         "dara.tasks", "dara.tiny"},
     "dara.analysis": {"dara.advantages", "dara.experiments", "dara.io", "dara.methods", "dara.runs"},

@@ -1,18 +1,17 @@
-"""The ``device`` of the tiny trainer, dara.trl and the hf rollout: "cpu" (the default) changes nothing; "cuda"
-without a GPU stops with an error that says so, before anything is written; the device reaches TRL's config and the
-rollout server's model. The GPU itself is exercised by ``make gpu-check`` (benchmarks/gpu_check.py)."""
+"""The ``device`` of the tiny trainer, dara.trl, the hf rollout and the verl launcher (`dara.devices`): "cpu" (the
+default) leaves a run's config.yaml as it was before the setting existed; "cuda" is recorded there, and without a GPU
+stops with an error that says so, before anything is written; the device reaches TRL's config and the rollout
+server's model. The GPU itself is exercised by ``make gpu-check`` (benchmarks/gpu_check.py)."""
 
 from pathlib import Path
 
-import pandas as pd
 import pytest
 import torch
-from safetensors.torch import load_file
 
+from dara.devices import device_config_entries, torch_device, verl_device
 from dara.experiments import default_settings
 from dara.runs import Run
-from dara.tiny.policy import torch_device
-from dara.tiny.trainer import TrainSettings, train
+from dara.tiny.trainer import TrainSettings, resolved_config, train
 from dara.tiny.warmstart import warm_start
 from experiment_defaults import small_warm_start
 
@@ -35,22 +34,77 @@ def _run(results, backend="tiny", **overrides) -> Run:
                settings=settings, results=str(results))
 
 
-def test_an_explicit_cpu_device_trains_exactly_what_the_default_trains(act_policy, tmp_path):
-    default, explicit = _run(tmp_path / "default"), _run(tmp_path / "explicit")
-    first = train(default, policy=str(act_policy), progress=False)
-    second = train(explicit, policy=str(act_policy), progress=False, device="cpu")
-    assert first["advantage_abs"].gt(0).any()  # the policy moved: equal checkpoints are not the warm start twice
-    pd.testing.assert_frame_equal(first.drop(columns="seconds"), second.drop(columns="seconds"))
-    a, b = Path(default.run_dir), Path(explicit.run_dir)
-    pd.testing.assert_frame_equal(pd.read_parquet(a / "rollouts.parquet"), pd.read_parquet(b / "rollouts.parquet"))
-    for step in (1, 2):
-        weights_a = load_file(a / "checkpoints" / f"step{step}" / "model.safetensors")
-        weights_b = load_file(b / "checkpoints" / f"step{step}" / "model.safetensors")
-        assert weights_a.keys() == weights_b.keys()
-        assert all(torch.equal(weights_a[name], weights_b[name]) for name in weights_a)
-    # a CPU run records no device: its config.yaml is the one written before the setting existed
-    assert (a / "config.yaml").read_text() == (b / "config.yaml").read_text()
-    assert "device" not in (b / "config.yaml").read_text()
+def test_torch_device_resolves_cpu_and_refuses_other_names_and_a_missing_gpu(monkeypatch):
+    assert torch_device("cpu") == torch.device("cpu")
+    for name in ("gpu", "CUDA", "cuda:0", ""):
+        with pytest.raises(ValueError, match=f"device must be one of cpu, cuda; got {name!r}"):
+            torch_device(name)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(RuntimeError, match="device 'cuda' was asked for, but .* sees no CUDA GPU"):
+        torch_device("cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert torch_device("cuda") == torch.device("cuda")
+
+
+def test_only_a_device_other_than_cpu_is_recorded_in_a_runs_config():
+    assert device_config_entries("cpu") == {}
+    assert device_config_entries("cuda") == {"device": "cuda"}
+    with pytest.raises(ValueError, match="got 'gpu'"):
+        device_config_entries("gpu")
+
+
+class _ConfigWritten(Exception):
+    """Raised once a trainer has written its config.yaml, so that the test stops it before any training."""
+
+
+@pytest.mark.parametrize("backend", ["tiny", "trl"])
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_a_cpu_runs_config_yaml_is_the_one_without_a_device_and_a_gpu_runs_records_it(act_policy, tmp_path,
+                                                                                       monkeypatch, backend, device):
+    import yaml
+
+    if backend == "trl":
+        pytest.importorskip("trl")
+        import dara.trl.train as trainer
+        from types import SimpleNamespace
+
+        # TRL's config sets its device up when it is built (a GPU's, with use_cpu False): a plain record instead
+        monkeypatch.setattr(trainer, "DaraGRPOConfig", lambda **settings: SimpleNamespace(**settings))
+    else:
+        import dara.tiny.trainer as trainer
+    write = trainer.write_run_provenance
+
+    def write_then_stop(run_dir, config):
+        write(run_dir, config)
+        raise _ConfigWritten
+
+    monkeypatch.setattr(trainer, "write_run_provenance", write_then_stop)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # "cuda" passes the check; nothing trains
+    run = _run(tmp_path, backend=backend)
+    with pytest.raises(_ConfigWritten):
+        trainer.train(run, policy=str(act_policy), progress=False, device=device)
+    written = (Path(run.run_dir) / "config.yaml").read_text()
+    config = yaml.safe_load(written)
+    resolved = resolved_config(run, TrainSettings.of(run))
+    if device == "cpu":
+        assert "device" not in config
+        if backend == "tiny":  # byte for byte the config.yaml written before the device setting existed
+            assert written == yaml.safe_dump({**resolved, "policy": str(act_policy)}, sort_keys=False)
+    else:
+        assert config["device"] == "cuda"
+        assert list(config)[:len(resolved) + 1] == [*resolved, "device"]  # right after the resolved settings
+    assert {key: config[key] for key in resolved} == resolved
+
+
+def test_a_verl_run_is_on_the_gpu_unless_its_settings_say_cpu(monkeypatch):
+    from dara.verl_plugin.cpu import worker_environment
+
+    assert verl_device({}) == "cuda" and verl_device({"device": "cuda"}) == "cuda"
+    assert verl_device({"device": "cpu"}) == "cpu"
+    with pytest.raises(ValueError, match="got 'tpu'"):
+        verl_device({"device": "tpu"})
+    with pytest.raises(ValueError, match="got 'npu'"):
+        worker_environment({}, "npu")
 
 
 @pytest.mark.parametrize("backend", ["tiny", "trl"])
@@ -93,12 +147,6 @@ def test_the_device_reaches_trls_config(tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert trl_train.trl_config(run, args, tmp_path / "trl", device="cuda")["use_cpu"] is False
     assert trl_train.trl_config(run, args, tmp_path / "trl", device="cpu")["use_cpu"] is True
-
-
-def test_torch_device_names_the_devices():
-    assert torch_device("cpu") == torch.device("cpu")
-    with pytest.raises(ValueError, match="one of cpu, cuda"):
-        torch_device("cuda:0")
 
 
 class _FakeModel:
@@ -148,10 +196,10 @@ def test_the_hf_rollout_refuses_a_gpu_it_cannot_see_and_unknown_settings(tmp_pat
     from dara.verl_plugin.cpu_backend.hf_rollout import HFServer, served_model_settings
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(RuntimeError, match="serve on 'cuda', but this process's torch sees no CUDA GPU"):
+    with pytest.raises(RuntimeError, match="device 'cuda' was asked for, but .* sees no CUDA GPU"):
         HFServer({"response_length": 8, "prompt_length": 8}, {"local_path": str(tmp_path)}, device="cuda")
     with pytest.raises(ValueError, match="does not know dtype 'int8'"):
         served_model_settings("cuda", "int8")
-    with pytest.raises(ValueError, match="'cpu' or 'cuda'; got device 'npu'"):
+    with pytest.raises(ValueError, match="device must be one of cpu, cuda; got 'npu'"):
         served_model_settings("npu", None)
     assert served_model_settings("cuda", "fp16")["dtype"] == torch.float16

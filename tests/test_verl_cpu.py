@@ -12,7 +12,7 @@ import pytest
 import torch
 import yaml
 
-from dara.verl_plugin.cpu import BACKEND_MODULE, CPU_OVERRIDES, worker_environment
+from dara.verl_plugin.cpu import BACKEND_MODULE, CPU_OVERRIDES, GPU_HF_OVERRIDES, worker_environment
 from dara.verl_plugin.estimators import DaraSettings, dara_advantages
 from dara.experiments import ExperimentError, load_experiment
 from dara.runs import run_matrix as paper_runs
@@ -95,6 +95,33 @@ def test_worker_environment_keeps_other_modules_and_strings_only():
     assert env["VERL_USE_EXTERNAL_MODULES"] == f"mine,{BACKEND_MODULE}"
     assert env["OMP_NUM_THREADS"] == "2" and env["PYTHONPATH"].endswith(":/a")
     assert all(isinstance(v, str) for v in env.values())
+
+
+def test_the_gpu_hf_overrides_are_the_cpu_ones_less_the_cpu_platforms_with_their_own_device_and_attention():
+    # GPU_HF_OVERRIDES is derived from CPU_OVERRIDES; these are its contents (and order) as written out by hand before
+    assert list(GPU_HF_OVERRIDES.items()) == [
+        ("trainer.device", "cuda"),
+        ("trainer.nnodes", 1),
+        ("trainer.n_gpus_per_node", 1),
+        ("ray_kwargs.ray_init.num_cpus", 16),
+        ("actor_rollout_ref.actor.strategy", "fsdp2"),
+        ("actor_rollout_ref.ref.strategy", "fsdp2"),
+        ("actor_rollout_ref.rollout.name", "hf"),
+        ("actor_rollout_ref.rollout.tensor_model_parallel_size", 1),
+        ("actor_rollout_ref.rollout.calculate_log_probs", True),
+        ("actor_rollout_ref.rollout.agent.num_workers", 1),
+        ("actor_rollout_ref.model.override_config.attn_implementation", "sdpa"),
+        ("reward.num_workers", 1),
+        ("data.dataloader_num_workers", 0),
+        ("transfer_queue.backend.SimpleStorage.num_data_storage_units", 1),
+    ]
+    differing = {"trainer.device", "actor_rollout_ref.model.override_config.attn_implementation"}
+    assert {key for key in GPU_HF_OVERRIDES if GPU_HF_OVERRIDES[key] != CPU_OVERRIDES.get(key)} == differing
+    assert all(GPU_HF_OVERRIDES[key] == CPU_OVERRIDES[key] for key in GPU_HF_OVERRIDES.keys() - differing)
+    # the CPU platform's float32 and logical Ray GPU are all the GPU set-up leaves out
+    assert CPU_OVERRIDES.keys() - GPU_HF_OVERRIDES.keys() == {
+        "actor_rollout_ref.actor.fsdp_config.mixed_precision", "actor_rollout_ref.ref.fsdp_config.mixed_precision",
+        "ray_kwargs.ray_init.num_gpus"}
 
 
 def test_tiny_task_rows_and_reward_score_with_the_tasks_own_score():

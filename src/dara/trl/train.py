@@ -38,12 +38,13 @@ import pandas as pd
 import torch
 from transformers import SchedulerType, TrainerCallback
 
+from dara.devices import device_config_entries, torch_device
 from dara.io import replace_atomically
 from dara.provenance import write_run_provenance
 from dara.rewards.outcome import parse_failure_metrics
 from dara.runs import cpu_checkpoint_steps
 from dara.tasks import Task, get_task
-from dara.tiny.policy import load_policy, save_policy, torch_device
+from dara.tiny.policy import load_policy, save_policy
 from dara.tiny.trainer import TrainSettings, resolved_config, train_from_command_line
 from dara.advantages import METRIC_PREFIX
 from dara.trl.trainer import DaraGRPOConfig, DaraGRPOTrainer
@@ -98,11 +99,12 @@ class TaskRewards:
 def trl_config(run, args: TrainSettings, output_dir: str | Path, progress: bool = True,
                device: str = "cpu") -> DaraGRPOConfig:
     """TRL's settings for a `dara.runs.Run` of a CPU trainer and its settings (`TrainSettings.of(run)`; see the
-    module docstring); ``progress``: TRL's bar; ``device``: where TRL trains (`dara.tiny.policy.DEVICES`)."""
-    # checked here: with use_cpu=False and no GPU, transformers would quietly train on the CPU
-    torch_device(device)
+    module docstring); ``progress``: TRL's bar; ``device``: where TRL trains (`dara.devices.DEVICES`): an unknown
+    device is a ValueError and "cuda" without a GPU a RuntimeError (`dara.devices.torch_device`), since with
+    use_cpu=False and no GPU transformers would quietly train on the CPU."""
+    use_cpu = torch_device(device).type == "cpu"
     return DaraGRPOConfig(
-        output_dir=str(output_dir), seed=run.seed, data_seed=run.seed, use_cpu=device == "cpu", bf16=False,
+        output_dir=str(output_dir), seed=run.seed, data_seed=run.seed, use_cpu=use_cpu, bf16=False,
         fp16=False,
         gradient_checkpointing=False, per_device_train_batch_size=args.responses_per_step // args.minibatches,
         gradient_accumulation_steps=1, steps_per_generation=args.minibatches, num_iterations=1,
@@ -194,21 +196,20 @@ def train(run, *, policy: str | None = None, progress: bool = True, device: str 
     from transformers.trainer_callback import PrinterCallback
 
     args = TrainSettings.of(run)
-    torch_device(device)  # before anything is written: an unknown or unavailable device stops the run here
     policy = policy or run.policy_dir
     torch.set_num_threads(1)
     out = Path(run.run_dir)
-    (out / "checkpoints").mkdir(parents=True, exist_ok=True)
+    # before anything is written: trl_config stops the run here on an unknown or unavailable device
     config = trl_config(run, args, out / "trl", progress, device)
+    (out / "checkpoints").mkdir(parents=True, exist_ok=True)
     trl_settings = {"version": trl.__version__, "loss_type": config.loss_type, "beta": config.beta,
                     "epsilon": config.epsilon, "per_device_train_batch_size": config.per_device_train_batch_size,
                     "steps_per_generation": config.steps_per_generation, "max_steps": config.max_steps,
                     "lr_scheduler_type": SchedulerType(config.lr_scheduler_type).value,
                     "warmup_steps": config.warmup_steps}
-    # a CPU run records no device, as before the setting existed (the tiny trainer's rule)
-    where = {"device": device} if device != "cpu" else {}
-    write_run_provenance(out, {**resolved_config(run, args), **where, "policy": policy, "backend": BACKEND,
-                               "trl": trl_settings})
+    # a CPU run records no device, as before the setting existed (the tiny trainer's rule, dara.devices)
+    write_run_provenance(out, {**resolved_config(run, args), **device_config_entries(device), "policy": policy,
+                               "backend": BACKEND, "trl": trl_settings})
 
     task = get_task(run.task, **args.task_options)
     prompts_per_step = args.responses_per_step // run.group_size

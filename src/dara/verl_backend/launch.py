@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dara.devices import verl_device
 from dara.experiments import load_experiment
 from dara.methods import get_method
 from dara.provenance import write_run_provenance
@@ -105,7 +106,7 @@ def verl_overrides(run: Run, run_dir: str | Path, data_dir: str | Path | None = 
         "reward.custom_reward_function.name": s["reward_function"],
     })
     values.setdefault("actor_rollout_ref.rollout.seed", run.seed)
-    if s.get("device", "cuda") == "cpu":
+    if verl_device(s) == "cpu":
         values.update(_cpu_values(run, env))
     elif uses_gpu_hf_rollout(s):
         values.update(_gpu_hf_values(run, env))
@@ -129,7 +130,7 @@ def uses_gpu_hf_rollout(settings: dict[str, Any]) -> bool:
     ``actor_rollout_ref.rollout.name: hf`` in its verl settings; the GPU check, docs/gpu_check.md)."""
     from dara.verl_plugin.cpu import ROLLOUT_NAME
 
-    return (settings.get("device", "cuda") == "cuda"
+    return (verl_device(settings) == "cuda"
             and settings.get("verl", {}).get("actor_rollout_ref.rollout.name") == ROLLOUT_NAME)
 
 
@@ -220,10 +221,11 @@ def run_environment(run: Run, attempt_log: str | Path) -> dict[str, str]:
     """Environment of a run's verl processes: the model's variables and the file logger's path."""
     env = {str(k): str(v) for k, v in run.settings.get("env", {}).items()}
     env["VERL_FILE_LOGGER_PATH"] = str(Path(attempt_log).absolute())
-    if run.settings.get("device", "cuda") == "cpu" or uses_gpu_hf_rollout(run.settings):
+    device = verl_device(run.settings)
+    if device == "cpu" or uses_gpu_hf_rollout(run.settings):
         from dara.verl_plugin.cpu import worker_environment
 
-        env = worker_environment(env, run.settings.get("device", "cuda"))
+        env = worker_environment(env, device)
     return env
 
 

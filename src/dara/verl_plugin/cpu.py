@@ -22,6 +22,7 @@ import os
 from pathlib import Path
 
 import dara
+from dara.devices import check_device
 
 # The module verl imports in every process (``VERL_USE_EXTERNAL_MODULES``): it installs the CPU backend.
 BACKEND_MODULE = "dara.verl_plugin.cpu_backend"
@@ -53,25 +54,21 @@ CPU_OVERRIDES = {
 
 
 # verl config values of a run on one GPU with the hf rollout instead of vLLM: CPU_OVERRIDES' one-process set-up
-# without the CPU platform, its float32 and its Ray GPU (Ray finds the real one); SDPA attention, since verl's default
-# flash_attention_2 needs the flash-attn package. The rollout's name selects this set-up, so it is here for the
-# conflict check only.
-GPU_HF_OVERRIDES = {
+# without the CPU platform's entries (`GPU_HF_DROPS`) and with `GPU_HF_DIFFERENCES`. The rollout's name selects this
+# set-up, so it is here for the conflict check only. Derived, so a shared entry cannot change in one and not the other.
+GPU_HF_DROPS = (
+    # verl's default mixed precision (bf16 parameters, fp32 reduction) instead of the CPU's float32
+    "actor_rollout_ref.actor.fsdp_config.mixed_precision",
+    "actor_rollout_ref.ref.fsdp_config.mixed_precision",
+    "ray_kwargs.ray_init.num_gpus",  # the CPU's logical Ray GPU: Ray finds the real one
+)
+GPU_HF_DIFFERENCES = {
     "trainer.device": "cuda",
-    "trainer.nnodes": 1,
-    "trainer.n_gpus_per_node": 1,
-    "ray_kwargs.ray_init.num_cpus": 16,       # logical CPUs: every verl actor reserves one, whatever the cores
-    "actor_rollout_ref.actor.strategy": "fsdp2",
-    "actor_rollout_ref.ref.strategy": "fsdp2",
-    "actor_rollout_ref.rollout.name": ROLLOUT_NAME,
-    "actor_rollout_ref.rollout.tensor_model_parallel_size": 1,
-    "actor_rollout_ref.rollout.calculate_log_probs": True,
-    "actor_rollout_ref.rollout.agent.num_workers": 1,
+    # PyTorch's SDPA: verl's default flash_attention_2 needs the flash-attn package
     "actor_rollout_ref.model.override_config.attn_implementation": "sdpa",
-    "reward.num_workers": 1,
-    "data.dataloader_num_workers": 0,
-    "transfer_queue.backend.SimpleStorage.num_data_storage_units": 1,
 }
+# (the dict union keeps CPU_OVERRIDES' key order, so the rendered verl command line is the same as before)
+GPU_HF_OVERRIDES = {key: value for key, value in CPU_OVERRIDES.items() if key not in GPU_HF_DROPS} | GPU_HF_DIFFERENCES
 
 
 def source_root() -> Path:
@@ -89,8 +86,7 @@ def worker_environment(env: dict[str, str] | None = None, device: str = "cpu") -
     selects its platform and ``VERL_ENGINE_DEVICE=cuda`` makes verl pick its FSDP training engine, which is
     registered for accelerators only and runs on CPU once the platform is ``cpu``; on a GPU verl detects its own.
     """
-    if device not in ("cpu", "cuda"):
-        raise ValueError(f"the hf rollout's verl processes run on 'cpu' or 'cuda'; got device {device!r}")
+    check_device(device)
     out = {str(k): str(v) for k, v in (env or {}).items()}
     modules = [m for m in out.get("VERL_USE_EXTERNAL_MODULES", os.environ.get("VERL_USE_EXTERNAL_MODULES", ""))
                .split(",") if m]

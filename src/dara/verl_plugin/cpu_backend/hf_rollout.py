@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from dara.devices import check_device, torch_device
 from dara.verl_plugin.cpu import ROLLOUT_NAME
 
 logger = logging.getLogger(__name__)
@@ -57,10 +58,8 @@ def served_model_settings(device: str, rollout_dtype: str | None) -> dict[str, A
     (verl_cpu's actor computes in float32 too, so rollout and actor log-probs agree to float noise); on a GPU in the
     rollout's dtype (verl's default bfloat16, the actor's FSDP parameter dtype) with PyTorch's SDPA attention
     (flash_attention_2, verl's default, needs the flash-attn package)."""
-    if device == "cpu":
+    if check_device(device) == "cpu":
         return {"dtype": torch.float32, "attn_implementation": "eager"}
-    if device != "cuda":
-        raise ValueError(f"the hf rollout serves on 'cpu' or 'cuda'; got device {device!r}")
     name = str(rollout_dtype or "bfloat16").lower().removeprefix("torch.")
     if name not in _DTYPES:
         raise ValueError(f"the hf rollout does not know dtype {rollout_dtype!r} (actor_rollout_ref.rollout.dtype); "
@@ -116,10 +115,7 @@ class HFServer:
         if not path or not os.path.isdir(path):
             raise FileNotFoundError(f"the hf rollout needs a local model folder, got {path!r}")
         loading = served_model_settings(device, _get(config, "dtype"))
-        if device == "cuda" and not torch.cuda.is_available():
-            raise RuntimeError("the hf rollout was asked to serve on 'cuda', but this process's torch sees no CUDA "
-                               "GPU (torch.cuda.is_available() is False; is CUDA_VISIBLE_DEVICES empty here?)")
-        self.device = torch.device(device)
+        self.device = torch_device(device)  # "cuda" where this Ray actor sees no GPU stops here
         self.model = AutoModelForCausalLM.from_pretrained(path, **loading)
         if device != "cpu":
             self.model.to(self.device)
