@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from transformers.models.qwen2.modeling_qwen2 import apply_rotary_pos_emb
 
+from dara.tiny.gemm import linear_function
+
 
 class LeanDecoder:
     """Prefill a left-padded batch, then decode one token per row per call, with a preallocated KV cache.
@@ -44,6 +46,8 @@ class LeanDecoder:
         if model.model.embed_tokens.weight.dtype != torch.float32:
             raise ValueError("LeanDecoder computes in float32 only (the tiny policies' dtype)")
         self.model = model
+        # the stacked projections multiply with the library of the model's own linear layers (dara.tiny.gemm)
+        self.linear = linear_function(model)
         self.heads = config.num_attention_heads
         self.kv_heads = config.num_key_value_heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
@@ -107,7 +111,7 @@ class LeanDecoder:
         for index, layer in enumerate(core.layers):
             attention = layer.self_attn
             x = _rms_norm(layer.input_layernorm, hidden)
-            q, k, v = F.linear(x, *self.qkv[index]).split((q_width, kv_width, kv_width), dim=-1)
+            q, k, v = self.linear(x, *self.qkv[index]).split((q_width, kv_width, kv_width), dim=-1)
             q = q.view(rows, new, heads, head_dim).transpose(1, 2)
             k = k.view(rows, new, kv_heads, head_dim).transpose(1, 2)
             v = v.view(rows, new, kv_heads, head_dim).transpose(1, 2)
@@ -120,7 +124,8 @@ class LeanDecoder:
                                    alpha=attention.scaling)
             out = torch.bmm(torch.softmax(scores, dim=-1), values).view(rows, heads, new, head_dim)
             hidden = hidden + attention.o_proj(out.transpose(1, 2).reshape(rows, new, -1))
-            gate, up = F.linear(_rms_norm(layer.post_attention_layernorm, hidden), *self.gate_up[index]).chunk(2, dim=-1)
+            normed = _rms_norm(layer.post_attention_layernorm, hidden)
+            gate, up = self.linear(normed, *self.gate_up[index]).chunk(2, dim=-1)
             hidden = hidden + layer.mlp.down_proj(F.silu(gate) * up)
         self.length = end
         return self.model.lm_head(_rms_norm(core.norm, hidden[:, -1]))
