@@ -22,13 +22,19 @@ TESTS = Path(__file__).resolve().parent
 # On an AVX-512 CPU: an AVX-512 type against an AVX2-only one; on an AVX2 CPU (no AVX-512 to emulate): an AVX2 type
 # against one without AVX2 (x86-64's SSE2 baseline).
 HAS_AVX512 = kernels.cpu()["flags"]["avx512f"]
+# numpy's OpenBLAS takes its core type's kernels (dara.tiny.gemm's matmul): SkylakeX on AVX-512, Haswell on AVX2,
+# Prescott (SSE3) below.
 NATIVE = ({"avx512": {"ATEN_CPU_CAPABILITY": "avx512", "MKL_ENABLE_INSTRUCTIONS": "AVX512",
-                      "ONEDNN_MAX_CPU_ISA": "AVX512_CORE"},
-           "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}}
+                      "ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "OPENBLAS_CORETYPE": "SkylakeX"},
+           "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+                    "OPENBLAS_CORETYPE": "Haswell"}}
           if HAS_AVX512 else
-          {"avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
+          {"avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+                    "OPENBLAS_CORETYPE": "Haswell"},
            "sse": {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
-                   "ONEDNN_MAX_CPU_ISA": "SSE41"}})
+                   "ONEDNN_MAX_CPU_ISA": "SSE41", "OPENBLAS_CORETYPE": "Prescott"}})
+# Both GEMM libraries of the tiny policy (dara.tiny.gemm).
+MATMULS = ("torch", "openblas")
 
 # A warm start (60 supervised steps of a 1-layer policy) and 2 RL steps from it, in a fresh process: seconds.
 TRAIN = textwrap.dedent("""
@@ -44,7 +50,7 @@ TRAIN = textwrap.dedent("""
     from experiment_defaults import small_warm_start
 
     out, options = Path(sys.argv[1]), {"tag_rate": 0.5}
-    warm_start("act_critic", options, out / "policy", **small_warm_start())
+    warm_start("act_critic", options, out / "policy", **small_warm_start(), matmul=sys.argv[3])
     settings = dict(default_settings(), task_options=options, steps=2, responses_per_step=16, max_new_tokens=20,
                     prompt_pool=100, eval_every=2, state_every=2)
     run = Run(scale="tiny", backend="tiny", task="act_critic", method="dara_sym", group_size=4, seed=0,
@@ -60,13 +66,13 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _train(folder: Path, extra: dict[str, str], *, pinned: bool) -> dict:
+def _train(folder: Path, extra: dict[str, str], *, pinned: bool, matmul: str = "torch") -> dict:
     """Run `TRAIN` into ``folder`` under pytest's environment with ``extra`` (pinned: then the pin over it);
     returns what must repeat: weights, metrics (but the wall time), rollouts, and the two provenance records."""
     base = {key: value for key, value in os.environ.items() if key not in CLEARED}
     env = {**base, "OMP_NUM_THREADS": "1", **extra}
     env = kernels.pinned_environment(env) if pinned else env
-    done = subprocess.run([sys.executable, "-c", TRAIN, str(folder), str(TESTS)], env=env, capture_output=True,
+    done = subprocess.run([sys.executable, "-c", TRAIN, str(folder), str(TESTS), matmul], env=env, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]
     run_dir = Path(done.stdout.strip().splitlines()[-1])
@@ -85,41 +91,53 @@ def _same(a: dict, b: dict) -> bool:
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory) -> dict[tuple[str, bool], dict]:
-    """Each emulated CPU type, pinned and not."""
+def trained(tmp_path_factory) -> dict[tuple[str, bool, str], dict]:
+    """Each emulated CPU type, pinned and not, with each GEMM library."""
     root = tmp_path_factory.mktemp("kernels")
-    return {(kind, pinned): _train(root / f"{kind}-{'pinned' if pinned else 'native'}", extra, pinned=pinned)
-            for kind, extra in NATIVE.items() for pinned in (True, False)}
+    return {(kind, pinned, matmul): _train(root / f"{kind}-{'pinned' if pinned else 'native'}-{matmul}", extra,
+                                           pinned=pinned, matmul=matmul)
+            for kind, extra in NATIVE.items() for pinned in (True, False) for matmul in MATMULS}
 
 
-def test_the_pin_gives_the_same_bytes_on_both_cpu_types(trained):
-    first, second = (trained[kind, True] for kind in NATIVE)
+@pytest.mark.parametrize("matmul", MATMULS)
+def test_the_pin_gives_the_same_bytes_on_both_cpu_types(trained, matmul):
+    first, second = (trained[kind, True, matmul] for kind in NATIVE)
     assert first["weights"] and len(first["weights"]) == 3  # the warm start and the run's checkpoints 0 and 2
     assert first["weights"] == second["weights"]
     pd.testing.assert_frame_equal(first["metrics"], second["metrics"], check_exact=True)
     assert first["rollouts"] == second["rollouts"]
 
 
-def test_without_the_pin_the_same_two_processes_differ(trained):
+@pytest.mark.parametrize("matmul", MATMULS)
+def test_without_the_pin_the_same_two_processes_differ(trained, matmul):
     """The comparison above can fail: the CPU types' native kernels round differently, and it shows in the bytes."""
-    first, second = (trained[kind, False] for kind in NATIVE)
+    first, second = (trained[kind, False, matmul] for kind in NATIVE)
     assert first["weights"]["policy/model.safetensors"] != second["weights"]["policy/model.safetensors"]
     assert not _same(first, second)
 
 
+def test_the_two_gemm_libraries_are_two_draws(trained):
+    """Under the pin, OpenBLAS and MKL round differently: a policy's matmul is part of its draw."""
+    kind = next(iter(NATIVE))
+    assert trained[kind, True, "torch"]["weights"]["policy/model.safetensors"] \
+        != trained[kind, True, "openblas"]["weights"]["policy/model.safetensors"]
+
+
 def test_a_pinned_process_records_the_pinned_dispatch_and_the_cpu(trained):
     for kind in NATIVE:
-        for record in (trained[kind, True]["machine"], trained[kind, True]["warm_start_machine"]):
+        for record in (trained[kind, True, "torch"]["machine"], trained[kind, True, "openblas"]["warm_start_machine"]):
             dispatch = record["dispatch"]
             assert dispatch["aten_cpu_capability"] == kernels.PINNED_CAPABILITY
             assert dispatch["variables"] == kernels.PIN and dispatch["pinned"] is True and dispatch["marker"] == "1"
             assert dispatch["mkl_cbwr_branch"] in (kernels.PIN["MKL_CBWR"], None)
+            assert dispatch["openblas_core"] == kernels.PIN["OPENBLAS_CORETYPE"]
             assert dispatch["torch_threads"] == 1
             assert record["cpu"] == kernels.cpu()
-        native = trained[kind, False]["machine"]["dispatch"]
+        native = trained[kind, False, "torch"]["machine"]["dispatch"]
         assert native["pinned"] is False and native["variables"]["MKL_CBWR"] is None
     if HAS_AVX512:
-        assert trained["avx512", False]["machine"]["dispatch"]["aten_cpu_capability"] == "AVX512"
+        assert trained["avx512", False, "torch"]["machine"]["dispatch"]["aten_cpu_capability"] == "AVX512"
+        assert trained["avx512", False, "openblas"]["machine"]["dispatch"]["openblas_core"] == "SkylakeX"
 
 
 @pytest.mark.parametrize("name", sorted(kernels.PIN))
@@ -154,6 +172,18 @@ def test_variables_set_after_torch_was_imported_do_not_count(monkeypatch):
     for name, value in kernels.pinned_environment({}).items():
         monkeypatch.setenv(name, value)
     with pytest.raises(kernels.KernelPinError, match="but torch dispatches"):
+        kernels.check_pinned()
+
+
+def test_an_openblas_started_before_its_variables_were_set_does_not_count(monkeypatch):
+    import numpy  # noqa: F401 - OpenBLAS has chosen its kernels by now
+
+    core = kernels.dispatch()["openblas_core"]
+    if core in (None, kernels.PIN["OPENBLAS_CORETYPE"]):
+        pytest.skip(f"this process's OpenBLAS already runs the pinned kernels ({core})")
+    for name, value in kernels.pinned_environment({}).items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(kernels.KernelPinError, match=f"numpy's OpenBLAS runs {core} kernels"):
         kernels.check_pinned()
 
 

@@ -25,6 +25,13 @@ which the libraries read once, when torch is imported (setting them later does n
     oneDNN picks its JIT kernels (AVX-512, AMX) by CPU too. No op of the tiny policy runs in oneDNN
     (``ONEDNN_VERBOSE=1`` shows no primitive), so this only caps what a future op (a convolution, a reduced-precision
     matmul) would take.
+``OPENBLAS_CORETYPE=Haswell``, ``OPENBLAS_NUM_THREADS=1``
+    numpy's OpenBLAS picks its kernels by CPU as well (``SkylakeX`` on an AVX-512 CPU, ``Haswell`` or ``Zen`` on AVX2
+    ones) and threads by core count. Forced to the Haswell kernels (AVX2 and FMA, which every CPU with AVX2 of the last
+    decade has) and one thread, its SGEMM is the same code with the same blocking everywhere. It multiplies the
+    linear layers of a policy made with ``warm_start.matmul: openblas`` (`dara.tiny.gemm`: two to three times MKL's
+    pinned SSE2 rate), and any matrix product numpy computes in an analysis. OpenBLAS reads both when numpy is
+    imported.
 
 Measured on the AVX-512 AMD CPU type (Zen 4), with MKL's vendor check answered "Intel" (a preloaded
 ``mkl_serv_intel_cpu_true``), which reproduced the Intel Xeon's unpinned step-0 rates in every printed digit: under
@@ -60,6 +67,8 @@ PIN: dict[str, str] = {
     "ATEN_CPU_CAPABILITY": "avx2",
     "MKL_CBWR": "COMPATIBLE",
     "ONEDNN_MAX_CPU_ISA": "AVX2",
+    "OPENBLAS_CORETYPE": "Haswell",
+    "OPENBLAS_NUM_THREADS": "1",
 }
 # Set (to "1") where a process must run pinned: every workflow job, the Makefile's torch targets.
 MARKER = "DARA_PIN_KERNELS"
@@ -112,6 +121,30 @@ def _mkl_branch() -> str | None:
     return MKL_BRANCHES.get(value & 0xFFFF, str(value)) + (",STRICT" if value & 0x10000 else "")
 
 
+def _openblas_core() -> str | None:
+    """The core type whose kernels numpy's OpenBLAS runs in this process (``Haswell`` under the pin; unpinned what the
+    CPU picks, e.g. ``SkylakeX``), read through its ``get_corename``; None where it cannot be read (no numpy, a
+    numpy linked to another BLAS)."""
+    try:
+        import ctypes
+        import glob
+
+        import numpy
+
+        # numpy's wheels keep their OpenBLAS beside the package, in numpy.libs
+        folder = Path(numpy.__file__).parent.parent / "numpy.libs"
+        found = sorted(glob.glob(str(folder / "*openblas*.so*")))
+        library = ctypes.CDLL(found[0]) if found else None
+    except (ImportError, OSError):
+        return None
+    for name in ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename", "openblas_get_corename"):
+        function = getattr(library, name, None)
+        if function is not None:
+            function.restype = ctypes.c_char_p
+            return function().decode()
+    return None
+
+
 def _build_info() -> dict[str, str | None]:
     """Torch's MKL and oneDNN versions, read from ``torch.__config__.show()``."""
     import re
@@ -136,6 +169,7 @@ def dispatch() -> dict[str, Any]:
     return {
         "aten_cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "mkl_cbwr_branch": _mkl_branch(),
+        "openblas_core": _openblas_core(),
         "mkldnn_enabled": bool(torch.backends.mkldnn.enabled),
         **variables,
         "pinned": is_pinned(),
@@ -172,8 +206,8 @@ def machine_record() -> dict[str, Any]:
 
 def pin_problems(environ: Mapping[str, str] | None = None) -> list[str]:
     """What keeps ``environ`` (default: this process's) from the pin, one sentence a variable (empty: pinned). For
-    this process, once torch is imported, also where torch's dispatch is not the pin's (a variable set after torch
-    was imported, or a CPU without AVX2)."""
+    this process, once torch (numpy) is imported, also where torch's dispatch (numpy's OpenBLAS kernels) is not the
+    pin's (a variable set after the library started, or a CPU without AVX2)."""
     own = environ is None
     environ = os.environ if own else environ
     problems = []
@@ -183,7 +217,8 @@ def pin_problems(environ: Mapping[str, str] | None = None) -> list[str]:
             problems.append(f"{name} is not set (the pin needs {name}={value})")
         elif found != value:
             problems.append(f"{name}={found} (the pin needs {name}={value})")
-    if own and not problems and "torch" in sys.modules:
+    variables_pinned = not problems
+    if own and variables_pinned and "torch" in sys.modules:
         import torch
 
         capability = torch.backends.cpu.get_cpu_capability()
@@ -193,6 +228,11 @@ def pin_problems(environ: Mapping[str, str] | None = None) -> list[str]:
         branch = _mkl_branch()
         if branch not in (None, PIN["MKL_CBWR"]):
             problems.append(f"MKL_CBWR={PIN['MKL_CBWR']} but MKL runs branch {branch} (set after MKL started?)")
+    if own and variables_pinned and "numpy" in sys.modules:
+        core = _openblas_core()
+        if core not in (None, PIN["OPENBLAS_CORETYPE"]):
+            problems.append(f"OPENBLAS_CORETYPE={PIN['OPENBLAS_CORETYPE']} but numpy's OpenBLAS runs {core} kernels "
+                            "(set after numpy was imported?)")
     return problems
 
 
