@@ -1,4 +1,4 @@
-"""Time the tiny trainer's step against the trainer at an older revision (default bf5bb9d, before the speed-ups).
+"""Time the tiny trainer's step and a warm-start (supervised) step against an older revision's (default 028b1f6).
 
 Run: ``make bench-trainer`` or ``python -m benchmarks.bench_trainer [--policy results/tiny/policies/toolcall/warm_start0]``.
 
@@ -17,6 +17,14 @@ warm start's demonstrations, so both sides train on the same prompts).
 Per phase, the time is split by wrapping the trainer module's functions: sampling (``sample`` / ``rollout``),
 log-prob passes outside the update (``token_logprobs``: old log-probs and reference), the update (``ppo_update``,
 its own forward and backward included), and the rest (decoding, rewards, advantages).
+
+After the RL steps, the same process times ``--sft-steps`` supervised steps of the task's warm start (its batch size
+and learning rate, its ``supervised_batch`` and ``sft_loss``: drawing and tokenizing the demonstrations, forward,
+backward, clipping and AdamW), continuing from the same policy with the same batches on both sides.
+
+``--matmul`` (default: the experiment's ``warm_start.matmul``, what the pipeline runs) sets the library of this
+checkout's linear layers (`dara.tiny.gemm`): for OpenBLAS the new side trains a copy of the policy whose config names
+it; the old side trains the policy as it is (torch's GEMM). ``--matmul torch`` measures the rest of the trainer alone.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import argparse
 import inspect
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -88,7 +97,57 @@ def worker(spec: dict) -> dict:
             frame = trainer.train(trainer.TrainArgs(out=out, policy=spec["policy"], progress=False, **arguments))
     return {"dara": dara.__file__, "seconds": frame["seconds"].tolist(), "phases": totals,
             "response_length": float(frame["response_length"].mean()),
+            "sft_seconds": supervised_seconds(spec) if spec.get("sft") else [],
             "ignored": unknown + [f"task_options.{name}" for name in unknown_options]}
+
+
+def supervised_seconds(spec: dict) -> list[float]:
+    """Seconds of each of ``spec["sft"]["steps"]`` supervised steps (after ``warmup`` untimed ones) of the task's
+    warm start, from ``spec["policy"]``, with this process's ``dara`` (a revision's own batch and loss)."""
+    import numpy as np
+    import torch
+
+    from dara.tasks import get_task
+    from dara.tiny.policy import load_policy
+    from dara.tiny.warmstart import sft_loss, supervised_batch
+
+    sft = spec["sft"]
+    task = get_task(spec["coordinates"]["task"], **spec["settings"].get("task_options", {}))
+    tokenizer, model = load_policy(spec["policy"])
+    model.train()
+    items = task.items("train", sft["corpus_items"], seed=0)
+    prompts = [item["prompt"] for item in items]
+    prompt_ids = dict(zip(prompts, tokenizer(prompts, add_special_tokens=False)["input_ids"]))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=sft["learning_rate"], weight_decay=0.0)
+    rng = np.random.default_rng([0, 1])
+    torch.manual_seed(0)
+    seconds = []
+    for step in range(sft["warmup"] + sft["steps"]):
+        started = time.perf_counter()
+        chosen = rng.choice(len(items), size=sft["batch_size"], replace=False)
+        ids, attention, loss_mask = supervised_batch(tokenizer, task, [items[i] for i in chosen], rng, prompt_ids)
+        loss = sft_loss(model, ids, attention, loss_mask)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        if step >= sft["warmup"]:
+            seconds.append(time.perf_counter() - started)
+    return seconds
+
+
+def policy_with_matmul(policy: Path, matmul: str, folder: Path) -> Path:
+    """``policy`` itself for torch; for another GEMM library a copy in ``folder`` whose config names it
+    (`dara.tiny.gemm.MATMUL_KEY`), the same weights and tokenizer."""
+    if matmul == "torch":
+        return policy
+    from dara.tiny.gemm import MATMUL_KEY, checked_matmul
+
+    copy = folder / f"policy-{checked_matmul(matmul)}"
+    shutil.copytree(policy, copy)
+    config = json.loads((copy / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps({**config, MATMUL_KEY: matmul}, indent=2))
+    return copy
 
 
 def taken_as_keywords(target, values: dict) -> tuple[dict, list[str]]:
@@ -137,7 +196,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps", type=int, default=5, help="training steps per repetition")
     parser.add_argument("--repeats", type=int, default=3, help="old/new pairs, run alternately")
-    parser.add_argument("--revision", default="bf5bb9d", help="git revision of the old trainer")
+    parser.add_argument("--sft-steps", type=int, default=10, help="supervised steps timed per repetition "
+                        "(after 2 untimed; 0: none)")
+    parser.add_argument("--matmul", choices=("torch", "openblas"), default=None,
+                        help="the GEMM library of this checkout's policy (dara.tiny.gemm; default: the experiment's "
+                             "warm_start.matmul for the task, what the pipeline runs; the old side's is torch)")
+    parser.add_argument("--revision", default="028b1f6", help="git revision of the old trainer")
     parser.add_argument("--out", type=Path, default=None, help="also write the summary as Markdown here "
                         "(make bench-trainer: docs/results/bench_trainer.md, a README block)")
     history.add_arguments(parser)
@@ -152,26 +216,36 @@ def main(argv: list[str] | None = None) -> None:
     from dara.experiments import load_experiment
     from dara.runs import find_run
 
+    from dara.experiments import warm_start_settings
+
     run = find_run(load_experiment(args.experiment), args.task, args.method, args.group_size, args.seed)
-    run_text = f"{args.task}, {args.method}, G{args.group_size}, {args.steps} steps each, one thread"
+    warm = warm_start_settings(load_experiment(args.experiment), args.task)
+    args.matmul = args.matmul or warm.get("matmul", "torch")
+    run_text = f"{args.task}, {args.method}, G{args.group_size}, {args.steps} steps each, matmul {args.matmul}, one thread"
     history_file = history.history_path(args.out, args.history, args.no_history)
     baseline_revision = history.full_revision(args.revision, ROOT)[:7]
     recorded = history.start_run("bench_trainer", history.trainer_settings(run_text, args.repeats),
                                  sys.argv[1:] if argv is None else argv,
                                  baseline_revision) if history_file else None
     spec = {"coordinates": {"task": run.task, "method": run.method, "group_size": run.group_size, "seed": run.seed},
-            "settings": {**run.settings, "steps": args.steps}, "policy": str(Path(args.policy).resolve())}
+            "settings": {**run.settings, "steps": args.steps}, "policy": str(Path(args.policy).resolve()),
+            "sft": {"steps": args.sft_steps, "warmup": 2, "batch_size": warm["sft_batch_size"],
+                    "learning_rate": warm["sft_learning_rate"], "corpus_items": warm["corpus_items"]}
+            if args.sft_steps else None}
+    sft_text = f"{args.task} warm start, batches of {warm['sft_batch_size']}, {args.sft_steps} steps each"
     with tempfile.TemporaryDirectory() as old_root:
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.revision, "src"], capture_output=True,
                                  check=True).stdout
         subprocess.run(["tar", "-x", "-C", old_root], input=archive, check=True)
         sides = {"old": Path(old_root) / "src", "new": ROOT / "src"}
+        specs = {"old": spec, "new": {**spec, "policy": str(policy_with_matmul(Path(spec["policy"]), args.matmul,
+                                                                               Path(old_root)))}}
         results: dict[str, list[dict]] = {"old": [], "new": []}
         print(f"{args.task} {args.method} G{args.group_size} seed {args.seed}, {args.steps} steps x {args.repeats} "
               f"repetitions, old = {args.revision}, one thread")
         for repeat in range(args.repeats):
             for side in ("old", "new"):
-                result = run_side(sides[side], spec)
+                result = run_side(sides[side], specs[side])
                 if side == "new" and result["ignored"]:
                     raise SystemExit(f"this checkout's trainer does not take {result['ignored']} of the run's settings")
                 results[side].append(result)
@@ -183,6 +257,15 @@ def main(argv: list[str] | None = None) -> None:
     ratios = [sum(o["seconds"]) / sum(n["seconds"]) for o, n in zip(results["old"], results["new"])]
     print(f"step time old/new: median {statistics.median(ratios):.2f}x "
           f"(per repetition: {', '.join(f'{r:.2f}x' for r in ratios)})")
+    supervised = None
+    if args.sft_steps:
+        sft_ratios = [sum(o["sft_seconds"]) / sum(n["sft_seconds"]) for o, n in zip(results["old"], results["new"])]
+        supervised = {"ratio": statistics.median(sft_ratios), "ratios": sft_ratios,
+                      **{f"{side}_ms": 1e3 * statistics.mean(t for r in results[side] for t in r["sft_seconds"])
+                         for side in ("old", "new")}}
+        print(f"warm-start step old/new: median {supervised['ratio']:.2f}x (per repetition: "
+              f"{', '.join(f'{r:.2f}x' for r in sft_ratios)}); old {supervised['old_ms']:.1f} ms, "
+              f"new {supervised['new_ms']:.1f} ms")
     # the two sides' responses differ (another sampler, other settings left out), and a step's cost grows with them
     table = ["| trainer | ms per step | mean response (tokens) | sampling | log-probs outside the update | update "
              "| other |", "|---|---|---|---|---|---|---|"]
@@ -204,13 +287,18 @@ def main(argv: list[str] | None = None) -> None:
     notes = "".join(f"\nThe {side} trainer ran without what it does not know: {', '.join(names)}.\n"
                     for side, names in left_out.items() if names)
     rows = history.run_rows(recorded, history.trainer_measurements(
-        summary, statistics.median(ratios), ratios, left_out, baseline_revision)) if recorded else None
+        summary, statistics.median(ratios), ratios, left_out, baseline_revision, supervised)) if recorded else None
     if args.out:
         from dara.io import write_text_atomic
 
+        supervised_text = "" if supervised is None else (
+            f"\nWarm-start step old/new: **{supervised['ratio']:.2f}x** (median of {len(supervised['ratios'])} "
+            f"interleaved repetitions: {', '.join(f'{r:.2f}x' for r in supervised['ratios'])}; {sft_text}): "
+            f"{supervised['old_ms']:.1f} ms at revision {args.revision}, {supervised['new_ms']:.1f} ms in this "
+            "checkout.\n")
         write_text_atomic(args.out, f"Step time old/new: **{statistics.median(ratios):.2f}x** (median of {len(ratios)} "
                           f"interleaved repetitions: {', '.join(f'{r:.2f}x' for r in ratios)}; {run_text}).\n\n"
-                          + "\n".join(table) + "\n" + notes)
+                          + "\n".join(table) + "\n" + notes + supervised_text)
     history.record(history_file, rows)
 
 

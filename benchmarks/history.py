@@ -271,10 +271,13 @@ LOOP_BASELINE = "per-group Python loop (dara.advantages_loop, float64)"
 
 
 def trainer_measurements(sides: dict[str, dict], ratio: float, repetition_ratios: list[float],
-                         left_out: dict[str, list[str]], baseline_revision: str) -> list[dict]:
+                         left_out: dict[str, list[str]], baseline_revision: str,
+                         supervised: dict | None = None) -> list[dict]:
     """bench_trainer's rows: the step time (ratio: the median of old/new per repetition), the mean response length,
     and each phase's share of the step. ``sides["old"]``/``["new"]`` hold ``ms_per_step``, ``response_length`` and
-    the shares in percent of ``sampling``, ``log-probs outside the update``, ``update`` and ``other``."""
+    the shares in percent of ``sampling``, ``log-probs outside the update``, ``update`` and ``other``.
+    ``supervised`` (runs that timed warm-start steps): ``old_ms``, ``new_ms``, ``ratio`` and the per-repetition
+    ``ratios``, one more row."""
     old, new = sides["old"], sides["new"]
     baseline = f"the trainer at revision {baseline_revision}"
     notes = [f"ratio: median over {len(repetition_ratios)} interleaved repetitions of old/new step time ("
@@ -287,6 +290,11 @@ def trainer_measurements(sides: dict[str, dict], ratio: float, repetition_ratios
                         old["response_length"])]
     rows += [measurement(phase, "share of step time", "%", new[phase], baseline, old[phase])
              for phase in TRAINER_PHASES]
+    if supervised is not None:
+        rows.append(measurement("warm-start step", "time per step", "ms", supervised["new_ms"], baseline,
+                                supervised["old_ms"], supervised["ratio"],
+                                f"ratio: median over {len(supervised['ratios'])} interleaved repetitions of old/new "
+                                "supervised step time (" + ", ".join(f"{r:.2f}x" for r in supervised["ratios"]) + ")"))
     return rows
 
 
@@ -529,7 +537,14 @@ def parse_bench_trainer(text: str) -> Parsed:
     repetitions = [_number(r) for r in head.group(3).split(",")]
     if len(repetitions) != int(head.group(2)):
         raise HistoryError(f"bench_trainer: {head.group(2)} repetitions announced, {len(repetitions)} ratios given")
-    measurements = trainer_measurements(sides, _number(head.group(1)), repetitions, left_out, baseline_revision)
+    # the warm-start step, in views written since bench_trainer timed it
+    warm = re.search(r"Warm-start step old/new: \*\*([\d.]+)x\*\* \(median of \d+ interleaved repetitions: ([^;]+);"
+                     r"[^)]*\): ([\d.]+) ms at revision \S+, ([\d.]+) ms in this checkout\.", text)
+    supervised = None if warm is None else {
+        "ratio": _number(warm.group(1)), "ratios": [_number(r) for r in warm.group(2).split(",")],
+        "old_ms": _number(warm.group(3)), "new_ms": _number(warm.group(4))}
+    measurements = trainer_measurements(sides, _number(head.group(1)), repetitions, left_out, baseline_revision,
+                                        supervised)
     return Parsed(trainer_settings(head.group(4), int(head.group(2))), measurements, baseline_revision)
 
 

@@ -61,6 +61,8 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode, flop_registry, sdpa_backward_flop_count, sdpa_flop_count
 
 ROOT = Path(__file__).resolve().parents[1]
+# How the core's GEMM rates are measured, per library of the policy's linear layers (dara.tiny.gemm).
+GEMM_CALLS = {"torch": "`torch.mm` calls", "openblas": "OpenBLAS products (numpy's, as `dara.tiny.gemm` calls them)"}
 PASSES = ("time", "count", "profile")
 # the RL step's phases: wrapped trainer functions (as bench_trainer wraps them) and their names in the view
 RL_PHASES = {"sampling": "sampling", "logprobs": "log-probs outside the update", "update": "update",
@@ -135,8 +137,15 @@ def _best_seconds(run: Callable[[], Any], repeats: int, min_seconds: float) -> f
     return best
 
 
-def gemm_gflops(m: int, k: int, n: int, repeats: int = 5, min_seconds: float = 0.05) -> float:
-    """fp32 GFLOP/s of ``(m, k) @ (k, n)`` into a preallocated output (2 m k n FLOPs a call), best of ``repeats``."""
+def gemm_gflops(m: int, k: int, n: int, repeats: int = 5, min_seconds: float = 0.05, library: str = "torch") -> float:
+    """fp32 GFLOP/s of ``(m, k) @ (k, n)`` (2 m k n FLOPs a call), best of ``repeats``: ``torch.mm`` into a
+    preallocated output, or with ``library`` "openblas" the product as `dara.tiny.gemm` computes a linear layer's
+    (numpy's OpenBLAS, the second operand a transposed weight)."""
+    if library == "openblas":
+        from dara.tiny import gemm
+
+        a, weight = torch.randn(m, k).numpy(), torch.randn(n, k).numpy()
+        return 2 * m * k * n / _best_seconds(lambda: gemm._matmul(a, weight.T), repeats, min_seconds) / 1e9
     a, b, out = torch.randn(m, k), torch.randn(k, n), torch.empty(m, n)
     return 2 * m * k * n / _best_seconds(lambda: torch.mm(a, b, out=out), repeats, min_seconds) / 1e9
 
@@ -149,13 +158,13 @@ def copy_gbps(megabytes: int, repeats: int = 5) -> float:
     return 2 * elements * 4 / _best_seconds(lambda: destination.copy_(source), repeats, 0.0) / 1e9
 
 
-def measure_limits(gemm_sizes: list[int], copy_megabytes: int, repeats: int) -> dict[str, Any]:
-    """Square GEMMs of each size and the copy bandwidth; the GEMM peak is set later, from every GEMM measured
-    (`set_gemm_peak`)."""
-    squares = [{"case": f"square, {n}^3", "m": n, "k": n, "n": n, "gflops": gemm_gflops(n, n, n, repeats)}
-               for n in gemm_sizes]
+def measure_limits(gemm_sizes: list[int], copy_megabytes: int, repeats: int, library: str = "torch") -> dict[str, Any]:
+    """Square GEMMs of each size (with ``library``, the policy's: `gemm_gflops`) and the copy bandwidth; the GEMM peak
+    is set later, from every GEMM measured (`set_gemm_peak`)."""
+    squares = [{"case": f"square, {n}^3", "m": n, "k": n, "n": n,
+                "gflops": gemm_gflops(n, n, n, repeats, library=library)} for n in gemm_sizes]
     return {"squares": squares, "copy_megabytes": copy_megabytes, "copy_gbps": copy_gbps(copy_megabytes, repeats),
-            "repeats": repeats}
+            "repeats": repeats, "library": library}
 
 
 def set_gemm_peak(limits: dict[str, Any], gemms: list[dict[str, Any]]) -> dict[str, Any]:
@@ -166,15 +175,15 @@ def set_gemm_peak(limits: dict[str, Any], gemms: list[dict[str, Any]]) -> dict[s
 
 
 def policy_gemm_rates(hidden: int, intermediate: int, vocab: int, decode_rows: int, token_rows: int,
-                      repeats: int = 5) -> list[dict[str, Any]]:
+                      repeats: int = 5, library: str = "torch") -> list[dict[str, Any]]:
     """GFLOP/s of the policy's own matrix shapes: a decoding step's rows (one token per response) and an update
     minibatch's (its response tokens) through the MLP's up projection and the LM head."""
     shapes = [("decoding step, MLP up projection", decode_rows, hidden, intermediate),
               ("decoding step, LM head", decode_rows, hidden, vocab),
               ("update minibatch, MLP up projection", token_rows, hidden, intermediate),
               ("update minibatch, LM head", token_rows, hidden, vocab)]
-    return [{"case": case, "m": m, "k": k, "n": n, "gflops": gemm_gflops(m, k, n, repeats, min_seconds=0.02)}
-            for case, m, k, n in shapes]
+    return [{"case": case, "m": m, "k": k, "n": n,
+             "gflops": gemm_gflops(m, k, n, repeats, min_seconds=0.02, library=library)} for case, m, k, n in shapes]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -288,11 +297,55 @@ class StepFlopCounter(FlopCounterMode):
         return self
 
 
+# The key OpenBLAS's products are counted under (dara.tiny.gemm: they run in numpy, where no dispatch mode sees them).
+OPENBLAS_OP = "openblas.sgemm"
+
+
 @contextlib.contextmanager
 def counting() -> Iterator[tuple[FlopCounterMode, OpBytes]]:
-    """`StepFlopCounter` and `OpBytes` active together."""
+    """`StepFlopCounter` and `OpBytes` active together, and OpenBLAS's products (`dara.tiny.gemm._matmul`, a policy
+    with ``matmul: openblas``) counted into both as FlopCounterMode counts ``mm``: 2 m k n FLOPs under `OPENBLAS_OP`,
+    the bytes of both operands and the product."""
+    from dara.tiny import gemm
+
+    product = gemm._matmul
+
+    def counted(a, b):
+        out = product(a, b)
+        flops.flop_counts["Global"][OPENBLAS_OP] += 2 * a.shape[0] * a.shape[1] * b.shape[1]
+        moved.total += a.nbytes + b.nbytes + out.nbytes
+        moved.calls += 1
+        return out
+
     with StepFlopCounter() as flops, OpBytes() as moved:
-        yield flops, moved
+        gemm._matmul = counted
+        try:
+            yield flops, moved
+        finally:
+            gemm._matmul = product
+
+
+# The profiler's label for OpenBLAS's products (`labelled_openblas`), counted with the ATen ops' self time.
+OPENBLAS_EVENT = "openblas::sgemm"
+
+
+@contextlib.contextmanager
+def labelled_openblas() -> Iterator[None]:
+    """Each OpenBLAS product (`dara.tiny.gemm._matmul`) in a profiler range named `OPENBLAS_EVENT`: it runs in numpy,
+    outside any ATen op, and would otherwise count as Python time."""
+    from dara.tiny import gemm
+
+    product = gemm._matmul
+
+    def labelled(a, b):
+        with torch.profiler.record_function(OPENBLAS_EVENT):
+            return product(a, b)
+
+    gemm._matmul = labelled
+    try:
+        yield
+    finally:
+        gemm._matmul = product
 
 
 def flop_counts_by_op(flops: FlopCounterMode) -> dict[str, int]:
@@ -402,7 +455,8 @@ class PhaseMeter:
             self.run_whole = sorted(self.flops.run_whole)
         elif self.kind == "profile":
             self.profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
-            yield self
+            with labelled_openblas():
+                yield self
         else:
             yield self
         if len(self.records) != self.steps:
@@ -420,8 +474,8 @@ class PhaseMeter:
 def profile_split(profiler: torch.profiler.profile, phases: list[str], window_seconds: float,
                   top: int = 10) -> dict[str, Any]:
     """From a profile whose phases are ``phase:<name>`` ranges: per phase (and ``other``, outside every phase) its
-    wall seconds and the self CPU seconds of the ``aten::`` ops inside it; the whole window's; the top ops by self
-    time (the phase ranges left out)."""
+    wall seconds and the self CPU seconds of the ``aten::`` ops (and of OpenBLAS's products, `OPENBLAS_EVENT`) inside
+    it; the whole window's; the top ops by self time (the phase ranges left out)."""
     events = profiler.events()
     phase_of: dict[int, str | None] = {}
 
@@ -445,7 +499,7 @@ def profile_split(profiler: torch.profiler.profile, phases: list[str], window_se
     for event in events:
         if event.name.startswith("phase:"):
             wall[event.name.removeprefix("phase:")] += event.cpu_time_total / 1e6
-        elif event.name.startswith("aten::"):
+        elif event.name.startswith("aten::") or event.name == OPENBLAS_EVENT:
             aten[enclosing_phase(event) or "other"] += event.self_cpu_time_total / 1e6
     wall["other"] = max(window_seconds - sum(wall.values()), 0.0)
     split = {phase: {"seconds": wall[phase], "aten_seconds": aten[phase],
@@ -728,10 +782,12 @@ def render(result: dict[str, Any]) -> str:
         f"{result['load'][1]:.2f} at the end (this process counts 1 of it there; other processes share the cores, "
         "caches and memory bandwidth: the timings, not the counts, move with the load)",
         f"- Kernel dispatch: {variables}; ATen {dispatch.get('aten_cpu_capability')}, MKL branch "
-        f"{dispatch.get('mkl_cbwr_branch')}, torch {dispatch.get('torch')}, {dispatch.get('torch_threads')} thread(s)",
+        f"{dispatch.get('mkl_cbwr_branch')}, OpenBLAS {dispatch.get('openblas_core')} kernels, torch "
+        f"{dispatch.get('torch')}, {dispatch.get('torch_threads')} thread(s)",
         "", "## The core's limits", "",
         f"Each rate is the best of {peak['repeats']} timings. The GEMM peak is the highest rate of the fp32 "
-        f"`torch.mm` calls below (the large square ones and the policy's own shapes): "
+        f"{GEMM_CALLS[peak.get('library', 'torch')]} below (the large square ones and the policy's own shapes; the "
+        f"policy's linear layers compute with {peak.get('library', 'torch')}, `dara.tiny.gemm`): "
         f"**{peak['gemm_gflops']:.1f} GFLOP/s** ({peak['gemm_case']}); the memory bandwidth is a copy of "
         f"{peak['copy_megabytes']} MiB fp32, counted as read + written: **{peak['copy_gbps']:.1f} GB/s**.", "",
         "| GEMM | shape | GFLOP/s | share of the peak |", "|---|---|---|---|"]
@@ -762,9 +818,11 @@ def render(result: dict[str, Any]) -> str:
         f"{'training the same steps (losses equal)' if sft['same_steps'] else 'NOT training the same steps'}.", ""]
     lines += (_phase_table(sft, SFT_PHASES) + [""] + _interpretation(sft, SFT_PHASES, "A supervised step", "sft") + [""]
               + _top_ops(sft))
-    lines += ["", "Counted FLOPs are matrix products only (FlopCounterMode); MB moved counts every non-view ATen op's "
+    lines += ["", "Counted FLOPs are matrix products only (FlopCounterMode; OpenBLAS's products as "
+                  f"`{OPENBLAS_OP}`); MB moved counts every non-view ATen op's (and OpenBLAS product's) "
                   "inputs and outputs once, as if no cache kept anything (an upper bound on memory traffic); the ATen "
-                  "share is the profiled self time of `aten::` ops, their own dispatch included."]
+                  "share is the profiled self time of `aten::` ops, their own dispatch included, and of OpenBLAS's "
+                  f"products (`{OPENBLAS_EVENT}`)."]
     return "\n".join(lines) + "\n"
 
 
@@ -795,8 +853,11 @@ def profile(run, policy: Path, warm_start: dict[str, Any], *, warmup: int, steps
     torch.set_num_threads(1)
     machine = machine_record()  # a process marked as pinned and not pinned stops here (dara.kernels.enforce_pin)
     load_before = os.getloadavg()[0]
-    limits = measure_limits(gemm_sizes, copy_megabytes, repeats)
+    from dara.tiny.gemm import matmul_of
+
     _, model = load_policy(policy)
+    library = matmul_of(model.config)
+    limits = measure_limits(gemm_sizes, copy_megabytes, repeats, library)
     rl = measure_rl(run, policy, warmup=warmup, steps=steps)
     sft = measure_sft(policy, warm_start["task_name"], warm_start["task_options"],
                       batch_size=warm_start["sft_batch_size"], corpus_items=warm_start["corpus_items"],
@@ -806,7 +867,7 @@ def profile(run, policy: Path, warm_start: dict[str, Any], *, warmup: int, steps
     gemms = policy_gemm_rates(arithmetic["hidden"], arithmetic["intermediate"], arithmetic["vocab"],
                               decode_rows=rl["responses"],
                               token_rows=round(rl["responses"] * rl["response_length"] / rl["minibatches"]),
-                              repeats=repeats)
+                              repeats=repeats, library=library)
     peak = set_gemm_peak(limits, gemms)
     summaries = {name: {**summarise(raw.pop("passes"), raw.pop("phases"), peak), **raw}
                  for name, raw in (("rl", rl), ("sft", sft))}

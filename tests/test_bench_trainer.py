@@ -62,9 +62,11 @@ def test_a_recorded_run_appends_the_rows_its_view_shows(tmp_path, monkeypatch):
         old = src != bench_trainer.ROOT / "src"  # the old trainer is extracted into a temporary folder
         steps = spec["settings"]["steps"]
         total = (0.8 if old else 0.4) * steps
+        sft = spec["sft"]
         return {"dara": str(src / "dara" / "__init__.py"), "seconds": [total / steps] * steps,
                 "phases": {"sampling": 0.3 * total, "logprobs": 0.2 * total, "update": 0.4 * total},
-                "response_length": 34.0, "ignored": ["lr_warmup_updates"] if old else []}
+                "response_length": 34.0, "ignored": ["lr_warmup_updates"] if old else [],
+                "sft_seconds": [0.12 if old else 0.04] * sft["steps"]}
 
     monkeypatch.setattr(bench_trainer, "run_side", fake_side)
     policy = tmp_path / "policy"
@@ -72,14 +74,33 @@ def test_a_recorded_run_appends_the_rows_its_view_shows(tmp_path, monkeypatch):
     (policy / "config.json").write_text("{}")
     out, path = tmp_path / "bench_trainer.md", tmp_path / "bench_history.csv"
     bench_trainer.main(["--policy", str(policy), "--method", "gdpo", "--group-size", "4", "--steps", "2",
-                        "--repeats", "2", "--out", str(out), "--history", str(path)])
+                        "--repeats", "2", "--sft-steps", "3", "--revision", "bf5bb9d", "--matmul", "torch",
+                        "--out", str(out),
+                        "--history", str(path)])
     shown = history.parse_bench_trainer(out.read_text())
     rows = history.read_history(path)
-    assert rows["settings"].iloc[0] == shown.settings == "toolcall, gdpo, G4, 2 steps each, one thread; 2 " \
-                                                         "interleaved repetitions"
+    assert rows["settings"].iloc[0] == shown.settings == "toolcall, gdpo, G4, 2 steps each, matmul torch, one " \
+                                                         "thread; 2 interleaved repetitions"
     assert set(rows["baseline_revision"]) == {shown.baseline_revision} == {"bf5bb9d"}
     assert rows[["case", "metric"]].values.tolist() == [[m["case"], m["metric"]] for m in shown.measurements]
     step = rows.iloc[0]
     assert (step["value"], step["baseline_value"], step["ratio"]) == (400.0, 800.0, 2.0)
     assert step["notes"].endswith("the old trainer ran without what it does not know: lr_warmup_updates")
     assert rows.set_index("case").loc["update", "value"] == pytest.approx(40.0)
+    warm = rows.set_index("case").loc["warm-start step"]
+    assert (warm["value"], warm["baseline_value"], warm["ratio"]) == (40.0, 120.0, 3.0)
+    assert "Warm-start step old/new: **3.00x**" in out.read_text()
+
+
+def test_an_openblas_side_trains_a_copy_of_the_policy_that_names_it(tmp_path):
+    from benchmarks.bench_trainer import policy_with_matmul
+
+    policy = tmp_path / "policy"
+    policy.mkdir()
+    (policy / "config.json").write_text('{"model_type": "qwen2"}')
+    (policy / "model.safetensors").write_bytes(b"weights")
+    assert policy_with_matmul(policy, "torch", tmp_path) == policy
+    copy = policy_with_matmul(policy, "openblas", tmp_path)
+    assert copy != policy and (copy / "model.safetensors").read_bytes() == b"weights"
+    assert '"dara_matmul": "openblas"' in (copy / "config.json").read_text()
+    assert "dara_matmul" not in (policy / "config.json").read_text()

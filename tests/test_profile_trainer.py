@@ -32,6 +32,20 @@ def test_a_linear_layer_counts_its_hand_computed_flops_and_bytes():
     assert flops.get_total_flops() == 2 * 5 * 16 * 8
 
 
+def test_an_openblas_layer_counts_its_products_forward_and_backward():
+    from dara.tiny.gemm import OpenBlasLinear
+
+    layer = OpenBlasLinear(16, 8, bias=False)
+    x = torch.randn(5, 16, requires_grad=True)
+    with pt.counting() as (flops, moved):
+        layer(x).sum().backward()
+    products = flops.get_flop_counts()["Global"]
+    # the output, the input's gradient and the weight's: 2 x 5 x 16 x 8 FLOPs each, none seen by the ATen counter
+    assert products[pt.OPENBLAS_OP] == 3 * 2 * 5 * 16 * 8
+    assert pt.flop_counts_by_op(flops)[pt.OPENBLAS_OP] == 3 * 2 * 5 * 16 * 8
+    assert moved.total >= 4 * 3 * (5 * 16 + 16 * 8 + 5 * 8)
+
+
 def test_counting_runs_each_op_whole_so_the_numbers_are_those_of_an_uncounted_pass():
     # FlopCounterMode on its own runs silu_backward through its decomposition, which rounds differently
     torch.manual_seed(0)
