@@ -19,8 +19,9 @@ which the libraries read once, when torch is imported (setting them later does n
     documented to give the same results on Intel and non-Intel CPUs; a named branch such as ``AVX2`` is honoured on
     Intel only (on AMD MKL silently takes its automatic branch, `_mkl_branch` reads ``AUTO``). Its reproducible
     mode also fixes MKL's cache blocking and reductions; with one thread (the jobs' ``OMP_NUM_THREADS=1``)
-    ``,STRICT`` gave the same bytes. This is the pin's whole cost: SSE2 GEMMs made the trainer's step 1.5x as long
-    on the AVX-512 AMD CPU type (warm starts alike).
+    ``,STRICT`` gave the same bytes. This was the pin's whole cost: SSE2 GEMMs made the trainer's step 1.5x as long
+    on the AVX-512 AMD CPU type (warm starts alike), until the policies' linear layers moved to OpenBLAS (below);
+    attention's products and everything else MKL computes still take this branch.
 ``ONEDNN_MAX_CPU_ISA=AVX2``
     oneDNN picks its JIT kernels (AVX-512, AMX) by CPU too. No op of the tiny policy runs in oneDNN
     (``ONEDNN_VERBOSE=1`` shows no primitive), so this only caps what a future op (a convolution, a reduced-precision
