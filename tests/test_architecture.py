@@ -20,7 +20,7 @@ ALLOWED = {
     "dara.advantages_loop": set(),  # the independent check of dara.advantages: it shares nothing with it
     "dara.rewards": set(),
     "dara.tasks": {"dara.rewards"},
-    "dara.experiments": {"dara.methods", "dara.tasks"},
+    "dara.experiments": {"dara.devices", "dara.methods", "dara.tasks"},
     "dara.runs": {"dara.experiments"},
     # the CPU kernel pin (dara.kernels: the environment every job runs under, the process's dispatch and CPU)
     "dara.kernels": set(),

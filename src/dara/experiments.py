@@ -251,7 +251,9 @@ def replicate_experiment(stub: dict[str, Any], path: Path) -> dict[str, Any]:
 def is_paper_setting(experiment: dict[str, Any]) -> bool:
     """Whether an experiment's runs are the paper's setting (verl on GPUs) rather than a CPU stand-in: the analysis
     marks every other scale's figures and tables as not the paper's."""
-    return experiment["backend"] == "verl" and experiment["settings"]["paper"].get("device", "cuda") != "cpu"
+    from dara.devices import verl_device
+
+    return experiment["backend"] == "verl" and verl_device(experiment["settings"]["paper"]) != "cpu"
 
 
 def target_backend(experiment: dict[str, Any], target: str) -> str:

@@ -5,6 +5,7 @@ import json
 import os
 import sys
 
+from dara.devices import verl_device
 from dara.experiments import load_experiment, warm_start_settings
 from dara.kernels import PIN, shell_exports  # every job's CPU kernels pinned (docs/tiny_scale.md, "Machine dependence")
 from dara.runs import evaluation_jobs, folder_patterns, most_common_group_size, run_matrix, training_jobs

@@ -47,7 +47,7 @@ TRAIN_COMMANDS = {
 
 def on_cpu(job):
     """A verl job that runs on this machine's CPU (`device: cpu`), not on a GPU cluster."""
-    return job.backend == "verl" and job.runs[0].settings.get("device", "cuda") == "cpu"
+    return job.backend == "verl" and verl_device(job.runs[0].settings) == "cpu"
 
 
 def training_inputs(job):
