@@ -23,8 +23,9 @@ and learning rate, its ``supervised_batch`` and ``sft_loss``: drawing and tokeni
 backward, clipping and AdamW), continuing from the same policy with the same batches on both sides.
 
 ``--matmul`` (default: the experiment's ``warm_start.matmul``, what the pipeline runs) sets the library of this
-checkout's linear layers (`dara.tiny.gemm`): for OpenBLAS the new side trains a copy of the policy whose config names
-it; the old side trains the policy as it is (torch's GEMM). ``--matmul torch`` measures the rest of the trainer alone.
+checkout's linear layers (`dara.tiny.gemm`): the new side trains the policy, or a copy whose config names the library
+asked for where the policy's names another (`policy_with_matmul`); the old side trains the policy as it is (torch's
+GEMM: its dara has no other). ``--matmul torch`` measures the rest of the trainer alone.
 """
 
 from __future__ import annotations
@@ -137,16 +138,19 @@ def supervised_seconds(spec: dict) -> list[float]:
 
 
 def policy_with_matmul(policy: Path, matmul: str, folder: Path) -> Path:
-    """``policy`` itself for torch; for another GEMM library a copy in ``folder`` whose config names it
-    (`dara.tiny.gemm.MATMUL_KEY`), the same weights and tokenizer."""
-    if matmul == "torch":
-        return policy
+    """``policy`` itself where its config already names ``matmul`` (no `dara.tiny.gemm.MATMUL_KEY`: torch); else a
+    copy in ``folder`` whose config names it (for torch: without the key, as a torch warm start saves it), the same
+    weights and tokenizer. The pipeline's warm starts may name OpenBLAS, so torch needs a copy too."""
     from dara.tiny.gemm import MATMUL_KEY, checked_matmul
 
-    copy = folder / f"policy-{checked_matmul(matmul)}"
+    config = json.loads((policy / "config.json").read_text())
+    if config.get(MATMUL_KEY, "torch") == checked_matmul(matmul):
+        return policy
+    copy = folder / f"policy-{matmul}"
     shutil.copytree(policy, copy)
-    config = json.loads((copy / "config.json").read_text())
-    (copy / "config.json").write_text(json.dumps({**config, MATMUL_KEY: matmul}, indent=2))
+    config = {key: value for key, value in config.items() if key != MATMUL_KEY}
+    (copy / "config.json").write_text(json.dumps(config if matmul == "torch" else {**config, MATMUL_KEY: matmul},
+                                                 indent=2))
     return copy
 
 

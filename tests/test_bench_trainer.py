@@ -1,6 +1,8 @@
 """`make bench-trainer` runs today's experiment settings through an older revision's trainer: what that revision's
 task does not take is left out by name, never passed (a TypeError) nor dropped unsaid."""
 
+import json
+
 import pytest
 
 from benchmarks.bench_trainer import with_known_task_options
@@ -104,3 +106,18 @@ def test_an_openblas_side_trains_a_copy_of_the_policy_that_names_it(tmp_path):
     assert copy != policy and (copy / "model.safetensors").read_bytes() == b"weights"
     assert '"dara_matmul": "openblas"' in (copy / "config.json").read_text()
     assert "dara_matmul" not in (policy / "config.json").read_text()
+
+
+def test_a_torch_side_from_a_policy_that_names_openblas_trains_a_copy_without_the_key(tmp_path):
+    """The pipeline's warm starts name OpenBLAS in their config.json: ``--matmul torch`` must not measure OpenBLAS."""
+    from benchmarks.bench_trainer import policy_with_matmul
+
+    policy = tmp_path / "policy"
+    policy.mkdir()
+    (policy / "config.json").write_text('{"model_type": "qwen2", "dara_matmul": "openblas"}')
+    (policy / "model.safetensors").write_bytes(b"weights")
+    copy = policy_with_matmul(policy, "torch", tmp_path)
+    assert copy != policy and (copy / "model.safetensors").read_bytes() == b"weights"
+    assert json.loads((copy / "config.json").read_text()) == {"model_type": "qwen2"}
+    assert '"dara_matmul": "openblas"' in (policy / "config.json").read_text()
+    assert policy_with_matmul(policy, "openblas", tmp_path) == policy  # already what is asked for
