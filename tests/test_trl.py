@@ -305,6 +305,24 @@ def test_options_that_need_the_reward_functions_are_checked_at_construction(poli
         _trainer(policy, plain, cls=DaraGRPOTrainer)
 
 
+def test_the_reference_model_computes_with_the_policys_gemm_library(tmp_path):
+    """TRL loads its reference model from the policy's folder itself, past `load_policy`: a policy whose config names
+    OpenBLAS (dara.tiny.gemm) must get a reference that multiplies with OpenBLAS too, or the KL term compares two
+    libraries' rounding."""
+    from torch import nn
+
+    from dara.tiny.gemm import OpenBlasLinear
+    from dara.tiny.policy import build_model, save_policy, train_tokenizer
+
+    tokenizer = train_tokenizer(["call get_weather(city) with the city", "answer 12 + 3 = 15"] * 20, 300)
+    model = build_model(len(tokenizer), hidden_size=32, intermediate_size=64, layers=1, matmul="openblas",
+                        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+    save_policy(model, tokenizer, tmp_path / "policy")
+    trainer = _trainer(tmp_path / "policy", _config(tmp_path, beta=0.5), cls=DaraGRPOTrainer)
+    linear = [module for module in trainer.ref_model.modules() if isinstance(module, nn.Linear)]
+    assert linear and all(type(module) is OpenBlasLinear for module in linear)
+
+
 def _experiment(tmp_path) -> Path:
     experiment = {
         "scale": "trltest", "description": "two short toolcall runs", "backend": "tiny",
