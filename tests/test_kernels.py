@@ -212,3 +212,15 @@ def test_the_workflow_and_the_makefile_export_the_pin():
         assert "-m dara.kernels env" in recipe, target
     shown = subprocess.run([sys.executable, "-m", "dara.kernels", "env"], capture_output=True, text=True, check=True)
     assert shown.stdout.split() == kernels.env_assignments()
+
+
+def test_a_cpu_without_avx2_and_fma_is_refused_by_name(monkeypatch):
+    """OpenBLAS forced to its Haswell kernels would stop such a CPU at its first product with an illegal
+    instruction; the pin check names the missing flags first."""
+    for name, value in kernels.pinned_environment({}).items():
+        monkeypatch.setenv(name, value)
+    record = kernels.cpu()
+    monkeypatch.setattr(kernels, "cpu", lambda: {**record, "flags": {**record["flags"], "avx2": False, "fma": False}})
+    assert "this CPU has no avx2 or fma" in " ".join(kernels.pin_problems())
+    monkeypatch.setattr(kernels, "cpu", lambda: {**record, "flags": {**record["flags"], "avx2": True, "fma": True}})
+    assert not any("this CPU has no" in problem for problem in kernels.pin_problems())

@@ -138,12 +138,22 @@ def _openblas_core() -> str | None:
         library = ctypes.CDLL(found[0]) if found else None
     except (ImportError, OSError):
         return None
-    for name in ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename", "openblas_get_corename"):
+    for name in ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename", "openblas_get_corename64_",
+                 "openblas_get_corename"):
         function = getattr(library, name, None)
         if function is not None:
             function.restype = ctypes.c_char_p
             return function().decode()
     return None
+
+
+def _numpy_version() -> str | None:
+    """numpy's version, which fixes the OpenBLAS build its wheel carries (None without numpy)."""
+    try:
+        import numpy
+    except ImportError:
+        return None
+    return numpy.__version__
 
 
 def _build_info() -> dict[str, str | None]:
@@ -171,6 +181,7 @@ def dispatch() -> dict[str, Any]:
         "aten_cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "mkl_cbwr_branch": _mkl_branch(),
         "openblas_core": _openblas_core(),
+        "numpy": _numpy_version(),
         "mkldnn_enabled": bool(torch.backends.mkldnn.enabled),
         **variables,
         "pinned": is_pinned(),
@@ -218,6 +229,13 @@ def pin_problems(environ: Mapping[str, str] | None = None) -> list[str]:
             problems.append(f"{name} is not set (the pin needs {name}={value})")
         elif found != value:
             problems.append(f"{name}={found} (the pin needs {name}={value})")
+    if own:
+        # the pinned kernels (ATen's AVX2, OpenBLAS's Haswell) need AVX2 and FMA: without them OpenBLAS would stop
+        # the process at its first product with an illegal instruction, not with a message
+        missing = [flag for flag in ("avx2", "fma") if not cpu()["flags"].get(flag)]
+        if missing and cpu()["vendor"] is not None:
+            problems.append(f"this CPU has no {' or '.join(missing)}, which the pinned kernels need (ATen's AVX2, "
+                            "OpenBLAS's Haswell)")
     variables_pinned = not problems
     if own and variables_pinned and "torch" in sys.modules:
         import torch

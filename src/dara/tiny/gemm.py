@@ -6,9 +6,11 @@ x86-64 CPU. For torch's GEMMs that pin is ``MKL_CBWR=COMPATIBLE``, MKL's one bra
 vendors, and it is SSE2: about 40 GFLOP/s on one core, where the CPU's AVX2 units do two to three times that
 (docs/performance.md). OpenBLAS picks its kernels from the CPU too, but it can be told which (``OPENBLAS_CORETYPE``):
 with ``Haswell`` forced, every CPU with AVX2 and FMA runs the same kernel code with the same blocking, so the bytes
-repeat as they do under MKL's pin, at AVX2 speed. One path ignores the core type: on a CPU with AVX-512, a small
-product of two untransposed row-major matrices goes to an AVX-512 "direct" kernel; every product here hands at least
-one operand transposed, so it never takes that path. numpy's wheels carry OpenBLAS, so no package is added; the pin
+repeat as they do under MKL's pin, at AVX2 speed. OpenBLAS's source has one path that ignores the core type: on a
+CPU with AVX-512, a small product of two untransposed row-major matrices may go to an AVX-512 "direct" kernel. The
+build numpy 2.4.6 carries (OpenBLAS 0.3.31) compiles it out (measured: the same bytes either way under the Haswell
+pin); every product here hands at least one operand transposed anyway, so no build would take it. A product with one
+row goes to OpenBLAS's matrix-vector kernel (or numpy's own loop for one element), fixed by the core type too. numpy's wheels carry OpenBLAS, so no package is added; the pin
 (`dara.kernels.PIN`) sets its core type and one thread for every job.
 
 What goes through it: the linear layers (``nn.Linear``: q/k/v/o, gate/up/down, the LM head) of a policy whose
@@ -81,9 +83,9 @@ class _OpenBlasLinear(torch.autograd.Function):
         grad_numpy = grad_rows.numpy()
         grad_x = grad_weight = grad_bias = None
         if ctx.needs_input_grad[0]:
-            # grad @ weight with the weight handed over transposed (a transposed copy's .T): OpenBLAS sends a product
-            # of two untransposed row-major operands on an AVX-512 CPU to its own AVX-512 kernel whatever
-            # OPENBLAS_CORETYPE says (interface/gemm.c, support_avx512()), which would round otherwise there.
+            # grad @ weight with the weight handed over transposed (a transposed copy's .T): OpenBLAS's source may
+            # send a product of two untransposed row-major operands on an AVX-512 CPU to an AVX-512 kernel whatever
+            # OPENBLAS_CORETYPE says (interface/gemm.c, support_avx512()); numpy's build compiles that out today
             weight_as_transposed = numpy.ascontiguousarray(weight.detach().numpy().T).T
             grad_x = torch.from_numpy(_matmul(grad_numpy, weight_as_transposed))
             grad_x = grad_x.reshape(*grad.shape[:-1], weight.shape[1])
