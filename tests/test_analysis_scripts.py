@@ -148,9 +148,9 @@ def test_report_puts_the_papers_medians_beside_ours_and_computes_claims(results)
     assert claim["median_difference"] == dara_asym.median() - gdpo_steps.median()
     assert claim["ci_low"] <= claim["median_difference"] <= claim["ci_high"] < 0
     assert "Table 4b" in report and "Not reproduced" in report
-    # Table 4a names the checkpoint it reads: a quarter of the 60-step synthetic runs is 15, between the checkpoints
-    # at 10 and 20, so the later one
-    assert "Ours at step 20, the checkpoint nearest 0.25 of the run." in report
+    # Table 4a names the checkpoint it reads: the tiny scale's eighth (experiments/tiny.yaml's analysis block) of the
+    # 60-step synthetic runs is 7.5, nearer the checkpoint at 10 than the one at 0
+    assert "Ours at step 10, the checkpoint nearest 0.125 of the run." in report
     # fig5's table says how many seeds confirmed each threshold, beside the median they give
     stable = markdown_table(report, "## First stable crossing of the length reward (fig5)")
     records = pd.read_csv(results / "figures/fig5.csv")
