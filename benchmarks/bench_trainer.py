@@ -104,7 +104,11 @@ def worker(spec: dict) -> dict:
 
 def supervised_seconds(spec: dict) -> list[float]:
     """Seconds of each of ``spec["sft"]["steps"]`` supervised steps (after ``warmup`` untimed ones) of the task's
-    warm start, from ``spec["policy"]``, with this process's ``dara`` (a revision's own batch and loss)."""
+    warm start, from ``spec["policy"]``, with this process's ``dara`` (a revision's own batch and loss).
+
+    The loop restates `dara.tiny.warmstart.warm_start`'s step (batch, loss, clipping, AdamW; no schedule) rather than
+    calling it: the old revision measured here has no step function of its own, only ``supervised_batch`` and
+    ``sft_loss``, which both sides call."""
     import numpy as np
     import torch
 
