@@ -221,15 +221,15 @@ def main(argv: list[str] | None = None) -> None:
     if not (Path(args.policy) / "config.json").is_file():
         parser.error(f"no policy under {args.policy}; make one with python -m dara.tiny.warmstart "
                      f"--experiment {args.experiment} --task {args.task} --out {args.policy}")
-    from dara.experiments import load_experiment
+    from dara.experiments import load_experiment, warm_start_settings
     from dara.runs import find_run
 
-    from dara.experiments import warm_start_settings
-
-    run = find_run(load_experiment(args.experiment), args.task, args.method, args.group_size, args.seed)
-    warm = warm_start_settings(load_experiment(args.experiment), args.task)
+    experiment = load_experiment(args.experiment)
+    run = find_run(experiment, args.task, args.method, args.group_size, args.seed)
+    warm = warm_start_settings(experiment, args.task)
     args.matmul = args.matmul or warm.get("matmul", "torch")
-    run_text = f"{args.task}, {args.method}, G{args.group_size}, {args.steps} steps each, matmul {args.matmul}, one thread"
+    run_text = (f"{args.task}, {args.method}, G{args.group_size}, {args.steps} steps each, matmul {args.matmul}, "
+                "one thread")
     history_file = history.history_path(args.out, args.history, args.no_history)
     baseline_revision = history.full_revision(args.revision, ROOT)[:7]
     recorded = history.start_run("bench_trainer", history.trainer_settings(run_text, args.repeats),

@@ -50,6 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import unittest.mock
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -301,51 +302,47 @@ class StepFlopCounter(FlopCounterMode):
 OPENBLAS_OP = "openblas.sgemm"
 
 
-@contextlib.contextmanager
-def counting() -> Iterator[tuple[FlopCounterMode, OpBytes]]:
-    """`StepFlopCounter` and `OpBytes` active together, and OpenBLAS's products (`dara.tiny.gemm._matmul`, a policy
-    with ``matmul: openblas``) counted into both as FlopCounterMode counts ``mm``: 2 m k n FLOPs under `OPENBLAS_OP`,
-    the bytes of both operands and the product."""
+def wrapping_openblas(wrap: Callable[[Callable], Callable]):
+    """`dara.tiny.gemm._matmul`, the one place OpenBLAS's products run (in numpy, where no dispatch mode or profiler
+    range sees them), replaced by ``wrap(_matmul)`` inside the ``with`` block."""
     from dara.tiny import gemm
 
-    product = gemm._matmul
+    return unittest.mock.patch.object(gemm, "_matmul", wrap(gemm._matmul))
 
-    def counted(a, b):
-        out = product(a, b)
-        flops.flop_counts["Global"][OPENBLAS_OP] += 2 * a.shape[0] * a.shape[1] * b.shape[1]
-        moved.total += a.nbytes + b.nbytes + out.nbytes
-        moved.calls += 1
-        return out
 
-    with StepFlopCounter() as flops, OpBytes() as moved:
-        gemm._matmul = counted
-        try:
-            yield flops, moved
-        finally:
-            gemm._matmul = product
+@contextlib.contextmanager
+def counting() -> Iterator[tuple[FlopCounterMode, OpBytes]]:
+    """`StepFlopCounter` and `OpBytes` active together, and OpenBLAS's products (a policy with ``matmul: openblas``)
+    counted into both as FlopCounterMode counts ``mm``: 2 m k n FLOPs under `OPENBLAS_OP`, the bytes of both operands
+    and the product."""
+
+    def counted(product):
+        def count(a, b):
+            out = product(a, b)
+            flops.flop_counts["Global"][OPENBLAS_OP] += 2 * a.shape[0] * a.shape[1] * b.shape[1]
+            moved.total += a.nbytes + b.nbytes + out.nbytes
+            moved.calls += 1
+            return out
+        return count
+
+    with StepFlopCounter() as flops, OpBytes() as moved, wrapping_openblas(counted):
+        yield flops, moved
 
 
 # The profiler's label for OpenBLAS's products (`labelled_openblas`), counted with the ATen ops' self time.
 OPENBLAS_EVENT = "openblas::sgemm"
 
 
-@contextlib.contextmanager
-def labelled_openblas() -> Iterator[None]:
-    """Each OpenBLAS product (`dara.tiny.gemm._matmul`) in a profiler range named `OPENBLAS_EVENT`: it runs in numpy,
-    outside any ATen op, and would otherwise count as Python time."""
-    from dara.tiny import gemm
+def labelled_openblas():
+    """Each OpenBLAS product in a profiler range named `OPENBLAS_EVENT`: it would otherwise count as Python time."""
 
-    product = gemm._matmul
+    def labelled(product):
+        def label(a, b):
+            with torch.profiler.record_function(OPENBLAS_EVENT):
+                return product(a, b)
+        return label
 
-    def labelled(a, b):
-        with torch.profiler.record_function(OPENBLAS_EVENT):
-            return product(a, b)
-
-    gemm._matmul = labelled
-    try:
-        yield
-    finally:
-        gemm._matmul = product
+    return wrapping_openblas(labelled)
 
 
 def flop_counts_by_op(flops: FlopCounterMode) -> dict[str, int]:

@@ -232,8 +232,9 @@ def pin_problems(environ: Mapping[str, str] | None = None) -> list[str]:
     if own:
         # the pinned kernels (ATen's AVX2, OpenBLAS's Haswell) need AVX2 and FMA: without them OpenBLAS would stop
         # the process at its first product with an illegal instruction, not with a message
-        missing = [flag for flag in ("avx2", "fma") if not cpu()["flags"].get(flag)]
-        if missing and cpu()["vendor"] is not None:
+        machine = cpu()
+        missing = [flag for flag in ("avx2", "fma") if not machine["flags"].get(flag)]
+        if missing and machine["vendor"] is not None:
             problems.append(f"this CPU has no {' or '.join(missing)}, which the pinned kernels need (ATen's AVX2, "
                             "OpenBLAS's Haswell)")
     variables_pinned = not problems

@@ -10,8 +10,9 @@ repeat as they do under MKL's pin, at AVX2 speed. OpenBLAS's source has one path
 CPU with AVX-512, a small product of two untransposed row-major matrices may go to an AVX-512 "direct" kernel. The
 build numpy 2.4.6 carries (OpenBLAS 0.3.31) compiles it out (measured: the same bytes either way under the Haswell
 pin); every product here hands at least one operand transposed anyway, so no build would take it. A product with one
-row goes to OpenBLAS's matrix-vector kernel (or numpy's own loop for one element), fixed by the core type too. numpy's wheels carry OpenBLAS, so no package is added; the pin
-(`dara.kernels.PIN`) sets its core type and one thread for every job.
+row goes to OpenBLAS's matrix-vector kernel (or numpy's own loop for one element), fixed by the core type too.
+numpy's wheels carry OpenBLAS, so no package is added; the pin (`dara.kernels.PIN`) sets its core type and one thread
+for every job.
 
 What goes through it: the linear layers (``nn.Linear``: q/k/v/o, gate/up/down, the LM head) of a policy whose
 Hugging Face config says ``dara_matmul: openblas`` (`MATMUL_KEY`), forward and backward, and the sampler's stacked
