@@ -92,16 +92,23 @@ def test_a_finished_run_is_reused_only_with_the_same_settings(tmp_path):
 
     run = Run(scale="tiny", backend="tiny", task="toolcall", method="gdpo", group_size=4, seed=0,
               results=str(tmp_path), settings={**default_settings(), "task_options": {}})
+    from dara.tiny.policy import build_model, policy_digest, save_policy, train_tokenizer
+
+    tokenizer = train_tokenizer(["call get_weather with city Paris"] * 4, vocab_size=300)
+    save_policy(build_model(len(tokenizer), eos_token_id=tokenizer.eos_token_id), tokenizer, run.policy_dir)
     folder = Path(run.run_dir)
     folder.mkdir(parents=True)
     assert _finished_run(run) is None  # nothing there
-    recorded = {**resolved_config(run, TrainSettings.of(run)), "policy": run.policy_dir}
+    recorded = {**resolved_config(run, TrainSettings.of(run)), "policy_sha256": policy_digest(run.policy_dir),
+                "policy": run.policy_dir}
     (folder / "config.yaml").write_text(yaml.safe_dump(recorded))
     assert _finished_run(run) is None  # no metrics: killed half-way
     _metrics().to_parquet(folder / "metrics.parquet")
     assert len(_finished_run(run)) == 8
     (folder / "config.yaml").write_text(yaml.safe_dump({**recorded, "learning_rate": 0.5}))
     assert _finished_run(run) is None  # another pilot's learning rate
+    (folder / "config.yaml").write_text(yaml.safe_dump({**recorded, "policy_sha256": "0" * 64}))
+    assert _finished_run(run) is None  # trained from another warm start at the same path
 
 
 def test_the_summary_gives_the_studys_median_of_crossing_steps(tmp_path):

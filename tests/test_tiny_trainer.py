@@ -9,7 +9,8 @@ import yaml
 
 import dara.tiny.trainer as trainer_module
 from dara.experiments import default_settings
-from dara.tiny.policy import encode_prompts, generate, load_policy, rollout, token_logprobs
+from dara.tiny.policy import (encode_prompts, generate, load_policy, policy_digest, rollout, save_policy,
+                              token_logprobs)
 from dara.runs import Run
 from dara.tiny.trainer import TrainSettings, learning_rate, train
 from dara.tiny.warmstart import warm_start
@@ -75,7 +76,7 @@ def test_one_step_writes_metrics_config_revision_and_checkpoints(act_policy, tmp
     run = _run(tmp_path, steps=1)
     assert config == {"task": "act_critic", "method": "dara_sym", "group_size": 4, "seed": 0, "warm_start": 0,
                       **{k: v for k, v in run.settings.items() if k not in ("wandb", "wandb_project")},
-                      "static_weights": None, "policy": str(act_policy)}
+                      "static_weights": None, "policy_sha256": policy_digest(act_policy), "policy": str(act_policy)}
     revision = (folder / "git_revision.txt").read_text()
     assert revision.startswith("revision: ") and "dirty: " in revision
     for step in (0, 1):
@@ -92,11 +93,9 @@ def test_training_changes_the_policy(act_policy, tmp_path):
     assert any(not torch.equal(before[k], after[k]) for k in before)
 
 
-@pytest.mark.parametrize("lr_warmup_updates", [0, 5])
-def test_a_killed_run_resumes_to_the_same_metrics(act_policy, tmp_path, monkeypatch, lr_warmup_updates):
-    """With a warm-up too: the schedule follows the update's number, which a resumed run recomputes."""
-    reference, uninterrupted = _train(act_policy, tmp_path / "uninterrupted", lr_warmup_updates=lr_warmup_updates)
-
+def _killed_at_step_three(policy, results, monkeypatch, **overrides) -> dict[str, int]:
+    """Train `_run(results, **overrides)` until it is killed in step 3 (after the state of step 2); the real
+    advantage function is back in place afterwards. Returns the count of advantage calls until the kill (4)."""
     real = trainer_module.compute_advantages
     calls = {"n": 0}
 
@@ -108,11 +107,20 @@ def test_a_killed_run_resumes_to_the_same_metrics(act_policy, tmp_path, monkeypa
 
     monkeypatch.setattr(trainer_module, "compute_advantages", dies_at_step_three)
     with pytest.raises(KeyboardInterrupt):
-        _train(act_policy, tmp_path / "resumed", lr_warmup_updates=lr_warmup_updates)
-    resumed_folder = Path(_run(tmp_path / "resumed").run_dir)
-    assert not (resumed_folder / "metrics.parquet").exists()
-    assert (resumed_folder / "state.pt").exists()
+        _train(policy, results, **overrides)
     monkeypatch.setattr(trainer_module, "compute_advantages", real)
+    folder = Path(_run(results, **overrides).run_dir)
+    assert not (folder / "metrics.parquet").exists()
+    assert (folder / "state.pt").exists()
+    return calls
+
+
+@pytest.mark.parametrize("lr_warmup_updates", [0, 5])
+def test_a_killed_run_resumes_to_the_same_metrics(act_policy, tmp_path, monkeypatch, lr_warmup_updates):
+    """With a warm-up too: the schedule follows the update's number, which a resumed run recomputes."""
+    reference, uninterrupted = _train(act_policy, tmp_path / "uninterrupted", lr_warmup_updates=lr_warmup_updates)
+    calls = _killed_at_step_three(act_policy, tmp_path / "resumed", monkeypatch, lr_warmup_updates=lr_warmup_updates)
+    resumed_folder = Path(_run(tmp_path / "resumed").run_dir)
     resumed, _ = _train(act_policy, tmp_path / "resumed", lr_warmup_updates=lr_warmup_updates)
 
     assert calls["n"] == 4  # the resumed run redid only steps 2 and 3, with the real function
@@ -129,10 +137,56 @@ def test_a_killed_run_resumes_to_the_same_metrics(act_policy, tmp_path, monkeypa
     assert all(torch.equal(final_a[k], final_b[k]) for k in final_a)
 
 
-def test_resume_refuses_a_state_from_other_settings(act_policy, tmp_path):
-    _train(act_policy, tmp_path, steps=2)
-    with pytest.raises(ValueError, match="other settings"):
-        _train(act_policy, tmp_path, steps=2, learning_rate=0.5)
+def test_a_finished_job_keeps_no_resume_state(act_policy, tmp_path):
+    """The states are for a killed job: a job of two runs (4 steps, a state every 2) deletes both once it is done."""
+    runs = [_run(tmp_path, seed=seed) for seed in (0, 1)]
+    trainer_module.main(["--run", *(run.to_json() for run in runs), "--policy", str(act_policy), "--no-progress"])
+    for run in runs:
+        assert (Path(run.run_dir) / "metrics.parquet").exists() and not (Path(run.run_dir) / "state.pt").exists()
+
+
+def test_a_state_from_other_settings_is_not_resumed(act_policy, tmp_path, monkeypatch, capsys):
+    """A killed run's state, then the run again with another learning rate (the workflow reruns a job whose settings
+    changed): it trains from step 0, as a fresh run with the new settings, and says which setting differs."""
+    fresh, _ = _train(act_policy, tmp_path / "fresh", learning_rate=0.5)
+    _killed_at_step_three(act_policy, tmp_path / "rerun", monkeypatch)
+    again, _ = _train(act_policy, tmp_path / "rerun", learning_rate=0.5)
+    assert "other settings or another policy (learning_rate); training this run from step 0" in capsys.readouterr().err
+    pd.testing.assert_frame_equal(fresh[_columns(fresh)], again[_columns(again)])
+
+
+def test_a_state_from_another_warm_start_at_the_same_path_is_not_resumed(act_policy, tmp_path, monkeypatch, capsys):
+    """The warm start retrained in place (same path, other weights) after a run was killed: the run's state belongs
+    to the old policy, so the run starts over from the new one, and its config.yaml names the new policy's digest."""
+    policy = tmp_path / "policy"
+    tokenizer, model = load_policy(act_policy)
+    save_policy(model, tokenizer, policy)
+    _killed_at_step_three(policy, tmp_path / "rerun", monkeypatch)
+    old_digest = policy_digest(policy)
+    with torch.no_grad():
+        model.model.embed_tokens.weight.mul_(1.5)
+    save_policy(model, tokenizer, policy)
+    assert policy_digest(policy) != old_digest
+    fresh, _ = _train(policy, tmp_path / "fresh")
+    again, folder = _train(policy, tmp_path / "rerun")
+    assert "another policy (policy_sha256); training this run from step 0" in capsys.readouterr().err
+    pd.testing.assert_frame_equal(fresh[_columns(fresh)], again[_columns(again)])
+    assert yaml.safe_load((folder / "config.yaml").read_text())["policy_sha256"] == policy_digest(policy)
+
+
+def test_policy_digest_reads_the_policy_and_names_a_folder_that_is_not_one(act_policy, tmp_path):
+    """The digest follows the defining files only: a record the warm start adds (warmstart.json) leaves it alone."""
+    policy = tmp_path / "policy"
+    tokenizer, model = load_policy(act_policy)
+    save_policy(model, tokenizer, policy)
+    digest = policy_digest(policy)
+    (policy / "warmstart.json").write_text('{"seconds": 1.0}')
+    assert policy_digest(policy) == digest
+    (policy / "tokenizer_config.json").write_text((policy / "tokenizer_config.json").read_text() + " ")
+    assert policy_digest(policy) != digest
+    (policy / "config.json").unlink()
+    with pytest.raises(FileNotFoundError, match="missing config.json"):
+        policy_digest(policy)
 
 
 def test_gd2po_and_static_methods_run(act_policy, tmp_path):
@@ -390,17 +444,18 @@ def test_ppo_first_ratio_is_one_with_the_samplers_logprobs(act_policy, tmp_path,
 
 @pytest.mark.parametrize("missing, message", [("rollouts", "predates rollouts.parquet"),
                                               ("minibatch_layout", "predates minibatches of whole prompt groups")])
-def test_a_state_from_an_earlier_trainer_trains_the_run_from_step_0(act_policy, tmp_path, capsys, missing, message):
+def test_a_state_from_an_earlier_trainer_trains_the_run_from_step_0(act_policy, tmp_path, monkeypatch, capsys, missing,
+                                                                   message):
     """A resume state without rollouts (written before rollouts.parquet) or without the minibatch layout (written by the
     trainer that mixed prompts in a minibatch) is not resumed: the run trains from step 0."""
-    reference, fresh = _train(act_policy, tmp_path / "fresh", steps=2)
-    _, old = _train(act_policy, tmp_path / "old", steps=2)
+    reference, fresh = _train(act_policy, tmp_path / "fresh")
+    _killed_at_step_three(act_policy, tmp_path / "old", monkeypatch)
+    old = Path(_run(tmp_path / "old").run_dir)
     state = torch.load(old / "state.pt", weights_only=False)
     del state[missing]  # as an earlier revision wrote it
     state["rows"] = [{**row, "reward/format": 123.0} for row in state["rows"]]  # resumed, these would be the metrics
     torch.save(state, old / "state.pt")
-    (old / "metrics.parquet").unlink()
-    again, _ = _train(act_policy, tmp_path / "old", steps=2)
+    again, _ = _train(act_policy, tmp_path / "old")
     assert message in capsys.readouterr().err
     columns = [c for c in reference.columns if c != "seconds"]
     pd.testing.assert_frame_equal(reference[columns], again[columns])

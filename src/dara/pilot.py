@@ -114,14 +114,17 @@ def summarise_run(metrics: pd.DataFrame, rewards: tuple[str, ...], crossings: li
 
 
 def _finished_run(run) -> pd.DataFrame | None:
-    """The metrics of a finished `dara.runs.Run` in its folder made with exactly its settings, else None."""
+    """The metrics of a finished `dara.runs.Run` in its folder made with exactly its settings and warm-start policy
+    (by content: its digest), else None."""
+    from dara.tiny.policy import policy_digest
     from dara.tiny.trainer import TrainSettings, resolved_config
 
     config, metrics = Path(run.run_dir) / "config.yaml", Path(run.run_dir) / "metrics.parquet"
     if not (config.is_file() and metrics.is_file()):
         return None
     recorded = yaml.safe_load(config.read_text())
-    wanted = {**resolved_config(run, TrainSettings.of(run)), "policy": run.policy_dir}
+    wanted = {**resolved_config(run, TrainSettings.of(run)), "policy_sha256": policy_digest(run.policy_dir),
+              "policy": run.policy_dir}
     return pd.read_parquet(metrics) if all(recorded.get(key) == value for key, value in wanted.items()) else None
 
 

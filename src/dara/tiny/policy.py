@@ -8,6 +8,7 @@ Other code (the evaluation stage) calls ``load_policy`` and ``generate``:
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 from typing import Sequence
@@ -79,6 +80,26 @@ def load_policy(path: str | os.PathLike) -> tuple[PreTrainedTokenizerFast, Qwen2
     model = route_linear_layers(Qwen2ForCausalLM.from_pretrained(path, dtype=torch.float32))
     model.eval()
     return tokenizer, model
+
+
+# What decides a saved policy's computation: its Hugging Face config (the GEMM library among it), weights and tokenizer;
+# not the records a warm start or an evaluation add to its folder (timings, revisions), which differ run to run.
+_DEFINING_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json")
+
+
+def policy_digest(path: str | os.PathLike) -> str:
+    """sha256 over a saved policy's defining files (`_DEFINING_FILES` and its ``*.safetensors``, names and bytes):
+    which policy a run trained from, by content, so that a run's ``config.yaml`` names it and a resume state from
+    another policy at the same path is not resumed (`dara.tiny.trainer.train`)."""
+    path = Path(path)
+    weights = sorted(path.glob("*.safetensors"))
+    missing = [name for name in _DEFINING_FILES if not (path / name).is_file()]
+    if missing or not weights:
+        raise FileNotFoundError(f"{path} is not a saved policy: missing {', '.join(missing) or '*.safetensors'}")
+    digest = hashlib.sha256()
+    for file in sorted([path / name for name in _DEFINING_FILES] + weights):
+        digest.update(file.name.encode() + b"\0" + hashlib.sha256(file.read_bytes()).digest())
+    return digest.hexdigest()
 
 
 def save_policy(model, tokenizer, path: str | os.PathLike) -> None:

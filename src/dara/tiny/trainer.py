@@ -14,7 +14,9 @@ every response of every step (``step``, ``group``, one column per reward named a
         --run-dir results/tiny/runs/toolcall/dara_sym/G8/seed0 results/tiny/runs/toolcall/dara_sym/G8/seed1
 
 A run killed mid-way restarts from its last ``state.pt`` and, on CPU with the same seed, ends with the same
-metrics as an uninterrupted run (only ``seconds`` differs).
+metrics as an uninterrupted run (only ``seconds`` differs). A state written with other settings or from another
+warm-start policy (its ``policy_sha256``) is not resumed: the run starts over. A job (this command) deletes its
+runs' states once all of them have finished.
 
 ``--device cuda`` (``train(..., device="cuda")``) trains on the GPU instead of the CPU (the GPU check,
 docs/gpu_check.md): the same random draws (the sampler's uniforms, the minibatch shuffle and every other random
@@ -48,7 +50,7 @@ from dara.provenance import write_run_provenance
 from dara.runs import cpu_checkpoint_steps
 from dara.rewards.outcome import parse_failure_metrics
 from dara.tasks import get_task
-from dara.tiny.policy import decode_responses, load_policy, rollout, save_policy, token_logprobs
+from dara.tiny.policy import decode_responses, load_policy, policy_digest, rollout, save_policy, token_logprobs
 
 
 # What a resume state's minibatches were made of (`ppo_update`); a state without it came from the trainer that
@@ -235,7 +237,8 @@ def train(run, *, policy: str | None = None, progress: bool = True,
     out = Path(run.run_dir)
     (out / "checkpoints").mkdir(parents=True, exist_ok=True)
     # a CPU run records no device, so its config.yaml and resume check stay as they were (dara.devices)
-    config = {**resolved_config(run, args), **device_config_entries(device)}
+    # the warm start by content as well as by path: a state from another policy at the same path is not resumed
+    config = {**resolved_config(run, args), **device_config_entries(device), "policy_sha256": policy_digest(policy)}
     write_run_provenance(out, {**config, "policy": policy})
 
     task = get_task(run.task, **args.task_options)
@@ -271,9 +274,14 @@ def train(run, *, policy: str | None = None, progress: bool = True,
         print(f"{state_path} predates minibatches of whole prompt groups; training this run from step 0",
               file=sys.stderr)
         state = None
+    if state is not None and state["args"] != config:
+        # a killed run's state from other settings or another warm start (the workflow reruns a job whose settings
+        # or policy changed): resuming would mix two runs, so start over, and say which entries differ
+        changed = sorted(key for key in {*state["args"], *config} if state["args"].get(key) != config.get(key))
+        print(f"{state_path} was written with other settings or another policy ({', '.join(changed)}); training "
+              "this run from step 0", file=sys.stderr)
+        state = None
     if state is not None:
-        if state["args"] != config:
-            raise ValueError(f"{state_path} was written by a run with other settings; delete it to start over")
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["torch_rng"])
@@ -397,6 +405,10 @@ def train_from_command_line(description: str, argv, backend: str, train_run) -> 
             parser.error(f"{run.run_dir} is a run of the {run.backend!r} backend, not of {backend!r}")
     for run in runs:
         train_run(run, policy=cli.policy, progress=not cli.no_progress, device=cli.device)
+    # A resume state is for a killed job. Snakemake retries a killed job whole, deleting the metrics its finished
+    # runs had written, so those keep their state until the job's last run has finished: they resume from it.
+    for run in runs:
+        (Path(run.run_dir) / "state.pt").unlink(missing_ok=True)
 
 
 def main(argv: list[str] | None = None) -> None:

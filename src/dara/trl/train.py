@@ -44,7 +44,7 @@ from dara.provenance import write_run_provenance
 from dara.rewards.outcome import parse_failure_metrics
 from dara.runs import cpu_checkpoint_steps
 from dara.tasks import Task, get_task
-from dara.tiny.policy import load_policy, save_policy
+from dara.tiny.policy import load_policy, policy_digest, save_policy
 from dara.tiny.trainer import TrainSettings, resolved_config, train_from_command_line
 from dara.advantages import METRIC_PREFIX
 from dara.trl.trainer import DaraGRPOConfig, DaraGRPOTrainer
@@ -208,8 +208,9 @@ def train(run, *, policy: str | None = None, progress: bool = True, device: str 
                     "lr_scheduler_type": SchedulerType(config.lr_scheduler_type).value,
                     "warmup_steps": config.warmup_steps}
     # a CPU run records no device, as before the setting existed (the tiny trainer's rule, dara.devices)
-    write_run_provenance(out, {**resolved_config(run, args), **device_config_entries(device), "policy": policy,
-                               "backend": BACKEND, "trl": trl_settings})
+    write_run_provenance(out, {**resolved_config(run, args), **device_config_entries(device),
+                               "policy_sha256": policy_digest(policy), "policy": policy, "backend": BACKEND,
+                               "trl": trl_settings})
 
     task = get_task(run.task, **args.task_options)
     prompts_per_step = args.responses_per_step // run.group_size
