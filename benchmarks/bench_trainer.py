@@ -22,10 +22,11 @@ After the RL steps, the same process times ``--sft-steps`` supervised steps of t
 and learning rate, its ``supervised_batch`` and ``sft_loss``: drawing and tokenizing the demonstrations, forward,
 backward, clipping and AdamW), continuing from the same policy with the same batches on both sides.
 
-``--matmul`` (default: the experiment's ``warm_start.matmul``, what the pipeline runs) sets the library of this
-checkout's linear layers (`dara.tiny.gemm`): the new side trains the policy, or a copy whose config names the library
-asked for where the policy's names another (`policy_with_matmul`); the old side trains the policy as it is (torch's
-GEMM: its dara has no other). ``--matmul torch`` measures the rest of the trainer alone.
+``--matmul`` and ``--attention`` (default: the experiment's ``warm_start.matmul`` and ``warm_start.attention``, what
+the pipeline runs) set the library of this checkout's linear layers and what computes its attention
+(`dara.tiny.gemm`): the new side trains the policy, or a copy whose config names what is asked for where the policy's
+names another (`policy_with_products`); the old side trains the policy as it is (torch's GEMM and SDPA: its dara has
+no other). ``--matmul torch --attention sdpa`` measures the rest of the trainer alone.
 """
 
 from __future__ import annotations
@@ -141,20 +142,22 @@ def supervised_seconds(spec: dict) -> list[float]:
     return seconds
 
 
-def policy_with_matmul(policy: Path, matmul: str, folder: Path) -> Path:
-    """``policy`` itself where its config already names ``matmul`` (no `dara.tiny.gemm.MATMUL_KEY`: torch); else a
-    copy in ``folder`` whose config names it (for torch: without the key, as a torch warm start saves it), the same
-    weights and tokenizer. The pipeline's warm starts may name OpenBLAS, so torch needs a copy too."""
-    from dara.tiny.gemm import MATMUL_KEY, checked_matmul
+def policy_with_products(policy: Path, matmul: str, attention: str, folder: Path) -> Path:
+    """``policy`` itself where its config already names ``matmul`` and ``attention`` (`dara.tiny.gemm`'s keys; absent:
+    torch and sdpa); else a copy in ``folder`` whose config names them (a default without its key, as a warm start
+    saves it), the same weights and tokenizer. The pipeline's warm starts may name OpenBLAS, so the defaults need a
+    copy too."""
+    from dara.tiny.gemm import ATTENTION_KEY, MATMUL_KEY, checked_attention, checked_matmul
 
+    wanted = {MATMUL_KEY: (checked_matmul(matmul), "torch"), ATTENTION_KEY: (checked_attention(attention), "sdpa")}
     config = json.loads((policy / "config.json").read_text())
-    if config.get(MATMUL_KEY, "torch") == checked_matmul(matmul):
+    if all(config.get(key, default) == value for key, (value, default) in wanted.items()):
         return policy
-    copy = folder / f"policy-{matmul}"
+    copy = folder / f"policy-{matmul}-{attention}"
     shutil.copytree(policy, copy)
-    config = {key: value for key, value in config.items() if key != MATMUL_KEY}
-    (copy / "config.json").write_text(json.dumps(config if matmul == "torch" else {**config, MATMUL_KEY: matmul},
-                                                 indent=2))
+    config = {key: value for key, value in config.items() if key not in wanted}
+    config.update({key: value for key, (value, default) in wanted.items() if value != default})
+    (copy / "config.json").write_text(json.dumps(config, indent=2))
     return copy
 
 
@@ -209,6 +212,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--matmul", choices=("torch", "openblas"), default=None,
                         help="the GEMM library of this checkout's policy (dara.tiny.gemm; default: the experiment's "
                              "warm_start.matmul for the task, what the pipeline runs; the old side's is torch)")
+    parser.add_argument("--attention", choices=("sdpa", "openblas"), default=None,
+                        help="what computes this checkout's policy's attention (dara.tiny.gemm; default: the "
+                             "experiment's warm_start.attention; the old side's is sdpa)")
     parser.add_argument("--revision", default="028b1f6", help="git revision of the old trainer")
     parser.add_argument("--out", type=Path, default=None, help="also write the summary as Markdown here "
                         "(make bench-trainer: docs/results/bench_trainer.md, a README block)")
@@ -228,8 +234,10 @@ def main(argv: list[str] | None = None) -> None:
     run = find_run(experiment, args.task, args.method, args.group_size, args.seed)
     warm = warm_start_settings(experiment, args.task)
     args.matmul = args.matmul or warm.get("matmul", "torch")
-    run_text = (f"{args.task}, {args.method}, G{args.group_size}, {args.steps} steps each, matmul {args.matmul}, "
-                "one thread")
+    args.attention = args.attention or warm.get("attention", "sdpa")
+    attention_text = "" if args.attention == "sdpa" else f", attention {args.attention}"
+    run_text = (f"{args.task}, {args.method}, G{args.group_size}, {args.steps} steps each, matmul {args.matmul}"
+                f"{attention_text}, one thread")
     history_file = history.history_path(args.out, args.history, args.no_history)
     baseline_revision = history.full_revision(args.revision, ROOT)[:7]
     recorded = history.start_run("bench_trainer", history.trainer_settings(run_text, args.repeats),
@@ -246,8 +254,8 @@ def main(argv: list[str] | None = None) -> None:
                                  check=True).stdout
         subprocess.run(["tar", "-x", "-C", old_root], input=archive, check=True)
         sides = {"old": Path(old_root) / "src", "new": ROOT / "src"}
-        specs = {"old": spec, "new": {**spec, "policy": str(policy_with_matmul(Path(spec["policy"]), args.matmul,
-                                                                               Path(old_root)))}}
+        new_policy = policy_with_products(Path(spec["policy"]), args.matmul, args.attention, Path(old_root))
+        specs = {"old": spec, "new": {**spec, "policy": str(new_policy)}}
         results: dict[str, list[dict]] = {"old": [], "new": []}
         print(f"{args.task} {args.method} G{args.group_size} seed {args.seed}, {args.steps} steps x {args.repeats} "
               f"repetitions, old = {args.revision}, one thread")

@@ -313,13 +313,14 @@ def wrapping_openblas(wrap: Callable[[Callable], Callable]):
 @contextlib.contextmanager
 def counting() -> Iterator[tuple[FlopCounterMode, OpBytes]]:
     """`StepFlopCounter` and `OpBytes` active together, and OpenBLAS's products (a policy with ``matmul: openblas``)
-    counted into both as FlopCounterMode counts ``mm``: 2 m k n FLOPs under `OPENBLAS_OP`, the bytes of both operands
-    and the product."""
+    counted into both as FlopCounterMode counts ``mm``: 2 m k n FLOPs under `OPENBLAS_OP` (per product of a stacked
+    call: attention's), the bytes of both operands and the product."""
 
     def counted(product):
         def count(a, b):
             out = product(a, b)
-            flops.flop_counts["Global"][OPENBLAS_OP] += 2 * a.shape[0] * a.shape[1] * b.shape[1]
+            # 2 m k n per product, times the stacked products of a batched call (attention's)
+            flops.flop_counts["Global"][OPENBLAS_OP] += 2 * out.size * a.shape[-1]
             moved.total += a.nbytes + b.nbytes + out.nbytes
             moved.calls += 1
             return out

@@ -77,7 +77,7 @@ def test_a_recorded_run_appends_the_rows_its_view_shows(tmp_path, monkeypatch):
     out, path = tmp_path / "bench_trainer.md", tmp_path / "bench_history.csv"
     bench_trainer.main(["--policy", str(policy), "--method", "gdpo", "--group-size", "4", "--steps", "2",
                         "--repeats", "2", "--sft-steps", "3", "--revision", "bf5bb9d", "--matmul", "torch",
-                        "--out", str(out),
+                        "--attention", "sdpa", "--out", str(out),
                         "--history", str(path)])
     shown = history.parse_bench_trainer(out.read_text())
     rows = history.read_history(path)
@@ -95,29 +95,34 @@ def test_a_recorded_run_appends_the_rows_its_view_shows(tmp_path, monkeypatch):
 
 
 def test_an_openblas_side_trains_a_copy_of_the_policy_that_names_it(tmp_path):
-    from benchmarks.bench_trainer import policy_with_matmul
+    from benchmarks.bench_trainer import policy_with_products
 
     policy = tmp_path / "policy"
     policy.mkdir()
     (policy / "config.json").write_text('{"model_type": "qwen2"}')
     (policy / "model.safetensors").write_bytes(b"weights")
-    assert policy_with_matmul(policy, "torch", tmp_path) == policy
-    copy = policy_with_matmul(policy, "openblas", tmp_path)
+    assert policy_with_products(policy, "torch", "sdpa", tmp_path) == policy
+    copy = policy_with_products(policy, "openblas", "sdpa", tmp_path)
     assert copy != policy and (copy / "model.safetensors").read_bytes() == b"weights"
-    assert '"dara_matmul": "openblas"' in (copy / "config.json").read_text()
-    assert "dara_matmul" not in (policy / "config.json").read_text()
+    assert json.loads((copy / "config.json").read_text()) == {"model_type": "qwen2", "dara_matmul": "openblas"}
+    both = policy_with_products(policy, "openblas", "openblas", tmp_path)
+    assert json.loads((both / "config.json").read_text()) == {"model_type": "qwen2", "dara_matmul": "openblas",
+                                                              "dara_attention": "openblas"}
+    assert "dara_" not in (policy / "config.json").read_text()
 
 
-def test_a_torch_side_from_a_policy_that_names_openblas_trains_a_copy_without_the_key(tmp_path):
-    """The pipeline's warm starts name OpenBLAS in their config.json: ``--matmul torch`` must not measure OpenBLAS."""
-    from benchmarks.bench_trainer import policy_with_matmul
+def test_a_torch_side_from_a_policy_that_names_openblas_trains_a_copy_without_the_keys(tmp_path):
+    """The pipeline's warm starts name OpenBLAS in their config.json: ``--matmul torch --attention sdpa`` must not
+    measure OpenBLAS."""
+    from benchmarks.bench_trainer import policy_with_products
 
     policy = tmp_path / "policy"
     policy.mkdir()
-    (policy / "config.json").write_text('{"model_type": "qwen2", "dara_matmul": "openblas"}')
+    (policy / "config.json").write_text('{"model_type": "qwen2", "dara_matmul": "openblas", '
+                                        '"dara_attention": "openblas"}')
     (policy / "model.safetensors").write_bytes(b"weights")
-    copy = policy_with_matmul(policy, "torch", tmp_path)
+    copy = policy_with_products(policy, "torch", "sdpa", tmp_path)
     assert copy != policy and (copy / "model.safetensors").read_bytes() == b"weights"
     assert json.loads((copy / "config.json").read_text()) == {"model_type": "qwen2"}
     assert '"dara_matmul": "openblas"' in (policy / "config.json").read_text()
-    assert policy_with_matmul(policy, "openblas", tmp_path) == policy  # already what is asked for
+    assert policy_with_products(policy, "openblas", "openblas", tmp_path) == policy  # already what is asked for

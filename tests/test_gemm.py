@@ -112,3 +112,121 @@ def test_every_product_hands_openblas_a_transposed_operand(monkeypatch):
     layer(x).sum().backward()
     assert len(calls) == 3  # the output, the input's and the weight's gradients
     assert all(any(transposed) for transposed in calls), calls
+
+
+def _attention_inputs(batch=3, heads=4, kv_heads=2, q_length=5, k_length=9, grad=True):
+    generator = torch.Generator().manual_seed(0)
+    query, key, value = (torch.randn(batch, h, length, 16, generator=generator, requires_grad=grad)
+                         for h, length in ((heads, q_length), (kv_heads, k_length), (kv_heads, k_length)))
+    allowed = torch.ones(k_length, k_length, dtype=torch.bool).tril()[-q_length:][None, None].repeat(batch, 1, 1, 1)
+    allowed[1, :, :, :3] = False  # left padding of 3 in row 1
+    allowed[-1, :, 0, :] = False  # a query that sees no key (a padding query): finite, and no gradient through it
+    return query, key, value, allowed
+
+
+def _sdpa(query, key, value, allowed, scaling):
+    """Hugging Face's SDPA path: the grouped keys and values repeated per query head, then torch's kernel."""
+    group = query.shape[1] // key.shape[1]
+    out = F.scaled_dot_product_attention(query, key.repeat_interleave(group, 1), value.repeat_interleave(group, 1),
+                                         attn_mask=allowed, scale=scaling)
+    return out.transpose(1, 2)
+
+
+@pytest.mark.parametrize("kv_heads", [1, 2, 4])
+def test_openblas_attention_computes_attention_and_its_gradients(kv_heads):
+    query, key, value, allowed = _attention_inputs(kv_heads=kv_heads)
+    weights = torch.randn(3, 5, 4, 16, generator=torch.Generator().manual_seed(1))
+    weights[2, 0] = 0  # the padding query's output is read by nothing (SDPA gives it 0, this attention a finite mean)
+    got = gemm.openblas_attention(query, key, value, allowed, 0.25)
+    want = _sdpa(query, key, value, allowed, 0.25)
+    assert got.shape == (3, 5, 4, 16) and torch.isfinite(got).all()
+    torch.testing.assert_close(got[weights != 0], want[weights != 0], rtol=0, atol=2e-6)
+    grads = torch.autograd.grad((got * weights).sum(), (query, key, value))
+    expected = torch.autograd.grad((want * weights).sum(), (query, key, value))
+    for mine, theirs in zip(grads, expected):
+        assert torch.isfinite(mine).all()
+        torch.testing.assert_close(mine, theirs, rtol=0, atol=1e-5)
+    with torch.no_grad():  # the path without autograd computes the same numbers
+        assert torch.equal(gemm.openblas_attention(query, key, value, allowed, 0.25), got)
+
+
+def test_openblas_attention_without_a_mask_is_causal():
+    query, key, value, _ = _attention_inputs(batch=2, grad=False)
+    causal = torch.ones(9, 9, dtype=torch.bool).tril()[-5:][None, None].repeat(2, 1, 1, 1)
+    assert torch.equal(gemm.openblas_attention(query, key, value, None, 0.25),
+                       gemm.openblas_attention(query, key, value, causal, 0.25))
+
+
+def test_openblas_attention_refuses_what_it_does_not_compute():
+    query, key, value, allowed = _attention_inputs(grad=False)
+    with pytest.raises(ValueError, match="float32"):
+        gemm.openblas_attention(query.double(), key, value, allowed, 0.25)
+    with pytest.raises(ValueError, match="3 query heads do not share 2"):
+        gemm.openblas_attention(query[:, :3], key, value, allowed, 0.25)
+    module = nn.Module()
+    module.scaling = 0.25
+    with pytest.raises(ValueError, match="no dropout"):
+        gemm._hugging_face_attention(module, query, key, value, allowed, dropout=0.1)
+    with pytest.raises(ValueError, match="bool mask"):
+        gemm._hugging_face_attention(module, query, key, value, allowed.float())
+    with pytest.raises(ValueError, match="attention must be one of sdpa, openblas; got 'flash'"):
+        gemm.checked_attention("flash")
+
+
+def _attention_policy(tmp_path, attention: str):
+    tokenizer = train_tokenizer(["call get_weather(city) with the city", "answer 12 + 3 = 15"] * 20, 300)
+    torch.manual_seed(0)
+    model = build_model(len(tokenizer), hidden_size=32, intermediate_size=64, layers=2,
+                        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, matmul="openblas",
+                        attention=attention)
+    save_policy(model, tokenizer, tmp_path / attention)
+    return tokenizer, model
+
+
+def test_the_attention_choice_is_saved_routed_and_computes_the_same_policy_to_rounding(tmp_path):
+    tokenizer, _ = _attention_policy(tmp_path, "openblas")
+    _attention_policy(tmp_path, "sdpa")
+    assert '"dara_attention": "openblas"' in (tmp_path / "openblas" / "config.json").read_text()
+    assert '"dara_attention"' not in (tmp_path / "sdpa" / "config.json").read_text()  # as before the choice existed
+    _, blas = load_policy(tmp_path / "openblas")
+    _, plain = load_policy(tmp_path / "sdpa")
+    assert blas.config._attn_implementation == gemm.HF_ATTENTION and plain.config._attn_implementation == "sdpa"
+    plain.load_state_dict(blas.state_dict())
+    torch.manual_seed(3)
+    prompts = ["call get_weather"] * 3 + ["answer 12 + 3 with the city"] * 3  # two widths: left padding
+    batch = rollout(blas, tokenizer, prompts, max_new_tokens=8)
+    scores = {}
+    for name, model in (("openblas", blas), ("sdpa", plain)):
+        model.train()
+        for group in (1, 3):  # the plain forward and the shared-prompt forward (a cache of the prompts)
+            logp, _ = token_logprobs(model, batch["input_ids"], batch["attention_mask"],
+                                     start=int(batch["prompt_length"]), scored=batch["response_mask"].bool(),
+                                     prompt_group_size=group)
+            scores[name, group] = logp
+    # the sampler scores what the trainer's forward scores, and SDPA the same to rounding, not bit for bit
+    torch.testing.assert_close(scores["openblas", 1], batch["logprobs"], rtol=0, atol=1e-5)
+    torch.testing.assert_close(scores["openblas", 3], scores["openblas", 1], rtol=0, atol=1e-5)
+    torch.testing.assert_close(scores["openblas", 1], scores["sdpa", 1], rtol=0, atol=1e-5)
+    assert not torch.equal(scores["openblas", 1], scores["sdpa", 1])
+    assert LeanDecoder(blas, 1, 4).openblas_attention and not LeanDecoder(plain, 1, 4).openblas_attention
+    # gradients of a loss through the whole model agree too
+    losses = [scores[name, 1].sum() for name in ("openblas", "sdpa")]
+    grads = [torch.autograd.grad(loss, list(model.parameters())) for loss, model in zip(losses, (blas, plain))]
+    for mine, theirs in zip(*grads):
+        torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-5)
+
+
+def test_every_attention_product_hands_openblas_a_transposed_operand(monkeypatch):
+    """The rule of `test_every_product_hands_openblas_a_transposed_operand`, for attention's six products."""
+    calls = []
+    matmul = gemm._matmul
+
+    def recording(a, b):
+        calls.append(tuple(a.strides[-1] != a.itemsize for a in (a, b)))
+        return matmul(a, b)
+
+    monkeypatch.setattr(gemm, "_matmul", recording)
+    query, key, value, allowed = _attention_inputs()
+    gemm.openblas_attention(query, key, value, allowed, 0.25).sum().backward()
+    assert len(calls) == 6  # scores and output; the value's, the probabilities', the query's and the key's gradients
+    assert all(any(transposed) for transposed in calls), calls

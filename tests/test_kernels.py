@@ -33,8 +33,9 @@ NATIVE = ({"avx512": {"ATEN_CPU_CAPABILITY": "avx512", "MKL_ENABLE_INSTRUCTIONS"
                     "OPENBLAS_CORETYPE": "Haswell"},
            "sse": {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
                    "ONEDNN_MAX_CPU_ISA": "SSE41", "OPENBLAS_CORETYPE": "Prescott"}})
-# Both GEMM libraries of the tiny policy (dara.tiny.gemm).
-MATMULS = ("torch", "openblas")
+# What computes the tiny policy's products (dara.tiny.gemm): its linear layers' library and its attention's.
+PRODUCTS = {"torch": ("torch", "sdpa"), "openblas": ("openblas", "sdpa"), "openblas_attention": ("openblas", "openblas")}
+MATMULS = tuple(PRODUCTS)
 
 # A warm start (60 supervised steps of a 1-layer policy) and 2 RL steps from it, in a fresh process: seconds.
 TRAIN = textwrap.dedent("""
@@ -50,7 +51,7 @@ TRAIN = textwrap.dedent("""
     from experiment_defaults import small_warm_start
 
     out, options = Path(sys.argv[1]), {"tag_rate": 0.5}
-    warm_start("act_critic", options, out / "policy", **small_warm_start(), matmul=sys.argv[3])
+    warm_start("act_critic", options, out / "policy", **small_warm_start(), matmul=sys.argv[3], attention=sys.argv[4])
     settings = dict(default_settings(), task_options=options, steps=2, responses_per_step=16, max_new_tokens=20,
                     prompt_pool=100, eval_every=2, state_every=2)
     run = Run(scale="tiny", backend="tiny", task="act_critic", method="dara_sym", group_size=4, seed=0,
@@ -72,8 +73,8 @@ def _train(folder: Path, extra: dict[str, str], *, pinned: bool, matmul: str = "
     base = {key: value for key, value in os.environ.items() if key not in CLEARED}
     env = {**base, "OMP_NUM_THREADS": "1", **extra}
     env = kernels.pinned_environment(env) if pinned else env
-    done = subprocess.run([sys.executable, "-c", TRAIN, str(folder), str(TESTS), matmul], env=env, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", TRAIN, str(folder), str(TESTS), *PRODUCTS[matmul]], env=env,
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]
     run_dir = Path(done.stdout.strip().splitlines()[-1])
     metrics = pd.read_parquet(run_dir / "metrics.parquet")
@@ -117,10 +118,11 @@ def test_without_the_pin_the_same_two_processes_differ(trained, matmul):
 
 
 def test_the_two_gemm_libraries_are_two_draws(trained):
-    """Under the pin, OpenBLAS and MKL round differently: a policy's matmul is part of its draw."""
+    """Under the pin, OpenBLAS and MKL round differently, and so do OpenBLAS's attention and SDPA: a policy's matmul
+    and attention are part of its draw."""
     kind = next(iter(NATIVE))
-    assert trained[kind, True, "torch"]["weights"]["policy/model.safetensors"] \
-        != trained[kind, True, "openblas"]["weights"]["policy/model.safetensors"]
+    weights = [trained[kind, True, matmul]["weights"]["policy/model.safetensors"] for matmul in MATMULS]
+    assert len(set(weights)) == len(MATMULS)
 
 
 def test_a_pinned_process_records_the_pinned_dispatch_and_the_cpu(trained):

@@ -9,9 +9,10 @@ from dara.tiny.policy import _nucleus, build_model, rollout, train_tokenizer
 torch.set_num_threads(1)
 
 
-def _model(seed=0, kv_heads=2):
+def _model(seed=0, kv_heads=2, attention="sdpa"):
     torch.manual_seed(seed)
-    model = build_model(300, hidden_size=32, layers=2, heads=4, kv_heads=kv_heads, intermediate_size=48)
+    model = build_model(300, hidden_size=32, layers=2, heads=4, kv_heads=kv_heads, intermediate_size=48,
+                        attention=attention)
     with torch.no_grad():  # Hugging Face initialises biases to 0; non-zero ones check where the stacked biases go
         for name, parameter in model.named_parameters():
             if name.endswith("bias"):
@@ -19,9 +20,12 @@ def _model(seed=0, kv_heads=2):
     return model.eval()
 
 
+@pytest.mark.parametrize("attention", ["sdpa", "openblas"])
 @pytest.mark.parametrize("kv_heads", [1, 2, 4])
-def test_prefill_and_decode_logits_equal_hugging_faces_forward(kv_heads):
-    model = _model(kv_heads=kv_heads)
+def test_prefill_and_decode_logits_equal_hugging_faces_forward(kv_heads, attention):
+    """With either attention (dara.tiny.gemm): the decoder's products as the policy's, Hugging Face's forward too."""
+    model = _model(kv_heads=kv_heads, attention=attention)
+    assert LeanDecoder(model, 1, 4).openblas_attention == (attention == "openblas")
     rows, width, new = 5, 7, 6
     generator = torch.Generator().manual_seed(1)
     prompt = torch.randint(2, 300, (rows, width), generator=generator)

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from transformers.models.qwen2.modeling_qwen2 import apply_rotary_pos_emb
 
-from dara.tiny.gemm import linear_function
+from dara.tiny.gemm import _matmul, _times_values, attention_of, linear_function
 
 
 class LeanDecoder:
@@ -55,6 +55,8 @@ class LeanDecoder:
         shape = (rows, self.kv_heads, capacity, self.head_dim)
         embeddings = model.model.embed_tokens.weight
         self.device = embeddings.device  # the cache and every mask live with the weights
+        # attention's products as the policy's config names them (on the CPU; on a GPU torch's, as its layers')
+        self.openblas_attention = attention_of(config) == "openblas" and self.device.type == "cpu"
         self.keys = [torch.zeros(shape, dtype=embeddings.dtype, device=self.device) for _ in model.model.layers]
         self.values = [torch.zeros(shape, dtype=embeddings.dtype, device=self.device) for _ in model.model.layers]
         # Per-call overhead, not arithmetic, is the cost at this size, so fewer and larger calls: the rotary
@@ -103,7 +105,8 @@ class LeanDecoder:
         group = heads // kv_heads  # query heads per key/value head (head h reads kv head h // group, as repeat_kv)
         # Attention as two batched matrix products, one batch entry per (row, kv head) holding its group's queries:
         # a third cheaper per decoded token than scaled_dot_product_attention at this size, and no copy of the
-        # cache for grouped heads. Forbidden keys get -inf added to their scores.
+        # cache for grouped heads. Forbidden keys get -inf added to their scores. A policy whose attention computes
+        # with OpenBLAS (dara.tiny.gemm) multiplies the same operands there.
         bias = torch.zeros(rows, 1, 1, new, end, device=self.device).masked_fill_(
             ~allowed.expand(rows, 1, new, end)[:, :, None], float("-inf"))
         bias = bias.expand(rows, kv_heads, group, new, end).reshape(rows * kv_heads, group * new, end)
@@ -120,9 +123,15 @@ class LeanDecoder:
             self.values[index][:, :, start:end] = v
             keys = self.keys[index][:, :, :end].reshape(rows * kv_heads, end, head_dim)
             values = self.values[index][:, :, :end].reshape(rows * kv_heads, end, head_dim)
-            scores = torch.baddbmm(bias, q.reshape(rows * kv_heads, group * new, head_dim), keys.transpose(1, 2),
-                                   alpha=attention.scaling)
-            out = torch.bmm(torch.softmax(scores, dim=-1), values).view(rows, heads, new, head_dim)
+            queries = q.reshape(rows * kv_heads, group * new, head_dim)
+            if self.openblas_attention:  # the policy's attention products through OpenBLAS, as in its training
+                scores = torch.from_numpy(_matmul(queries.numpy(), keys.numpy().swapaxes(1, 2)))
+                scores = scores.mul_(attention.scaling).add_(bias)
+                out = _times_values(torch.softmax(scores, dim=-1).numpy(), values.numpy())
+                out = out.reshape(rows, heads, new, head_dim)
+            else:
+                scores = torch.baddbmm(bias, queries, keys.transpose(1, 2), alpha=attention.scaling)
+                out = torch.bmm(torch.softmax(scores, dim=-1), values).view(rows, heads, new, head_dim)
             hidden = hidden + attention.o_proj(out.transpose(1, 2).reshape(rows, new, -1))
             normed = _rms_norm(layer.post_attention_layernorm, hidden)
             gate, up = self.linear(normed, *self.gate_up[index]).chunk(2, dim=-1)

@@ -16,15 +16,23 @@ for every job.
 
 What goes through it: the linear layers (``nn.Linear``: q/k/v/o, gate/up/down, the LM head) of a policy whose
 Hugging Face config says ``dara_matmul: openblas`` (`MATMUL_KEY`), forward and backward, and the sampler's stacked
-projections (`dara.tiny.decoder.LeanDecoder`). Attention's products, softmax, norms and the optimiser stay torch's.
-The choice is the warm start's (``warm_start.matmul`` in an experiment; `dara.tiny.policy.build_model`), saved in
-the policy's ``config.json``, so every checkpoint trained from it, its reference copy and its evaluation compute the
-same way (`dara.tiny.policy.load_policy` routes them). A policy without the key computes with torch, as every policy
-made before the key existed. Other trainers (verl) load the same checkpoint and ignore the key; on a GPU the device's
-own GEMM computes (a GPU run records its device and rounds otherwise anyway).
+projections (`dara.tiny.decoder.LeanDecoder`); and, where the config says ``dara_attention: openblas``
+(`ATTENTION_KEY`), attention's four products (scores, output, and the backward's three more), forward and backward,
+in training and in the sampler (`openblas_attention`). Softmax, norms and the optimiser stay torch's. Why attention
+too: torch's CPU attention (SDPA's flash kernel, after Hugging Face copies the grouped keys and values per query
+head) ran at about 12 GFLOP/s on these 16-wide heads, and was a sixth of an RL step and a third of a supervised one
+(docs/results/profile_trainer.md); the same arithmetic as batched OpenBLAS products, with each key/value head's
+query heads stacked into one product (no copies), takes half the time forward and backward.
+
+The choices are the warm start's (``warm_start.matmul`` and ``warm_start.attention`` in an experiment;
+`dara.tiny.policy.build_model`), saved in the policy's ``config.json``, so every checkpoint trained from it, its
+reference copy and its evaluation compute the same way (`dara.tiny.policy.load_policy` routes them, `route_products`).
+A policy without a key computes that part with torch, as every policy made before the key existed. Other trainers
+(verl) load the same checkpoint and ignore the keys; on a GPU the device's own kernels compute (a GPU run records its
+device and rounds otherwise anyway).
 
 The two libraries round differently, so the same policy and seed train other numbers under each: a switch of
-``matmul`` is a new draw of the study, not a free speed-up.
+``matmul`` or ``attention`` is a new draw of the study, not a free speed-up.
 """
 
 from __future__ import annotations
@@ -37,6 +45,11 @@ from torch import nn
 # The Hugging Face config attribute that names the policy's GEMM library (absent: "torch").
 MATMUL_KEY = "dara_matmul"
 MATMULS = ("torch", "openblas")
+# The attribute that names what computes its attention (absent: "sdpa", Hugging Face's torch path).
+ATTENTION_KEY = "dara_attention"
+ATTENTIONS = ("sdpa", "openblas")
+# The name `openblas_attention` is registered under with Hugging Face (its attention and mask interfaces).
+HF_ATTENTION = "dara_openblas"
 
 
 def checked_matmul(name: str) -> str:
@@ -128,11 +141,150 @@ def linear_function(model):
     return openblas_linear if matmul_of(model.config) == "openblas" else F.linear
 
 
-def route_linear_layers(model) -> nn.Module:
-    """Make every ``nn.Linear`` of ``model`` an `OpenBlasLinear` when its config names OpenBLAS (the parameters stay
-    the same tensors); nothing otherwise. Returns the model."""
+def checked_attention(name: str) -> str:
+    """``name`` if it is one of `ATTENTIONS`, else a ValueError naming it."""
+    if name not in ATTENTIONS:
+        raise ValueError(f"attention must be one of {', '.join(ATTENTIONS)}; got {name!r}")
+    return name
+
+
+def attention_of(config) -> str:
+    """What computes a policy's attention, as its Hugging Face config names it (`ATTENTION_KEY`; "sdpa" where
+    absent)."""
+    return checked_attention(getattr(config, ATTENTION_KEY, "sdpa"))
+
+
+# Masked scores: the float32 minimum, not -inf, so that a row with no allowed key (a padding query of a left-padded
+# prompt, whose output nothing reads) stays finite instead of NaN, forward and backward. On a row with an allowed key
+# exp(minimum - max) is exactly 0, as exp(-inf).
+_MASKED = torch.finfo(torch.float32).min
+
+
+def _stacked_queries(query: torch.Tensor, kv_heads: int) -> numpy.ndarray:
+    """(B, H, Lq, D) -> (B * kv_heads, H / kv_heads * Lq, D): each key/value head's query heads one below the other
+    (query head h reads key/value head h // group, as Hugging Face's repeat_kv), so one product serves the group."""
+    batch, heads, length, dim = query.shape
+    return query.detach().reshape(batch * kv_heads, heads // kv_heads * length, dim).numpy()
+
+
+def _attention_probabilities(q: numpy.ndarray, k: numpy.ndarray, allowed: torch.Tensor, shape: tuple[int, ...],
+                             scaling: float) -> torch.Tensor:
+    """softmax(scaling * q @ k^T, masked): (N, rows, Lk) for the stacked queries ``q`` and keys ``k`` (N, Lk, D);
+    ``allowed`` (B, 1, Lq, Lk) bool, broadcast over the heads; ``shape`` (B, kv heads, group, Lq, Lk)."""
+    scores = torch.from_numpy(_matmul(q, k.swapaxes(1, 2))).view(shape)
+    scores.mul_(scaling).masked_fill_(~allowed[:, :, None], _MASKED)
+    return torch.softmax(scores.view(q.shape[0], q.shape[1], k.shape[1]), dim=-1)
+
+
+def _times_values(probabilities: numpy.ndarray, values: numpy.ndarray) -> torch.Tensor:
+    """probabilities @ values (N, rows, D), computed as its transpose values^T @ probabilities^T so that both operands
+    are handed transposed (the rule of the module's docstring), then viewed back (not contiguous)."""
+    return torch.from_numpy(_matmul(values.swapaxes(1, 2), probabilities.swapaxes(1, 2))).transpose(1, 2)
+
+
+class _OpenBlasAttention(torch.autograd.Function):
+    """`openblas_attention` with its backward's products through OpenBLAS too: for O = P V, P = softmax(S),
+    S = scaling Q K^T, dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(dO O)), dQ = scaling dS K, dK = scaling dS^T Q,
+    per stacked key/value head (dK and dV then sum over the group's query heads by the product itself)."""
+
+    @staticmethod
+    def forward(ctx, query, key, value, allowed, scaling):
+        batch, heads, q_length, dim = query.shape
+        kv_heads, k_length = key.shape[1], key.shape[2]
+        q = _stacked_queries(query, kv_heads)
+        k = key.detach().reshape(batch * kv_heads, k_length, dim).numpy()
+        v = value.detach().reshape(batch * kv_heads, k_length, dim).numpy()
+        probabilities = _attention_probabilities(q, k, allowed, (batch, kv_heads, heads // kv_heads, q_length,
+                                                                 k_length), scaling)
+        out = _times_values(probabilities.numpy(), v)
+        ctx.save_for_backward(query, key, value, probabilities, out)
+        ctx.scaling = scaling
+        return out.reshape(batch, heads, q_length, dim).transpose(1, 2).contiguous()
+
+    @staticmethod
+    def backward(ctx, grad):
+        query, key, value, probabilities, out = ctx.saved_tensors
+        batch, heads, q_length, dim = query.shape
+        kv_heads, k_length = key.shape[1], key.shape[2]
+        # (B, Lq, H, D) -> the stacked layout of the queries
+        grad_out = grad.transpose(1, 2).reshape(batch * kv_heads, heads // kv_heads * q_length, dim).contiguous()
+        g, p = grad_out.numpy(), probabilities.numpy()
+        k = key.detach().reshape(batch * kv_heads, k_length, dim).numpy()
+        v = value.detach().reshape(batch * kv_heads, k_length, dim).numpy()
+        grad_value = torch.from_numpy(_matmul(p.swapaxes(1, 2), g))
+        grad_p = torch.from_numpy(_matmul(g, v.swapaxes(1, 2)))
+        grad_scores = probabilities * (grad_p - (grad_out * out).sum(-1, keepdim=True))
+        grad_scores.mul_(ctx.scaling)
+        s = grad_scores.numpy()
+        grad_query = _times_values(s, k)  # dS K, handed over transposed as the forward's P V
+        grad_key = torch.from_numpy(_matmul(s.swapaxes(1, 2), _stacked_queries(query, kv_heads)))
+        return (grad_query.reshape(batch, heads, q_length, dim), grad_key.view(batch, kv_heads, k_length, dim),
+                grad_value.view(batch, kv_heads, k_length, dim), None, None)
+
+
+def openblas_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, allowed: torch.Tensor | None,
+                       scaling: float) -> torch.Tensor:
+    """softmax(scaling Q K^T + mask) V for query (B, H, Lq, D) and grouped key/value (B, Hkv, Lk, D), returned as
+    (B, Lq, H, D) (Hugging Face's layout after attention). ``allowed``: bool (B, 1, Lq, Lk), True where a query may
+    attend; None: causal, the queries being the last Lq of the Lk positions. Float32 CPU tensors through OpenBLAS
+    (autograd only where a gradient is wanted, as `openblas_linear`); on another device the device's SDPA."""
+    q_length, k_length = query.shape[2], key.shape[2]
+    if allowed is None:
+        allowed = torch.ones(q_length, k_length, dtype=torch.bool, device=query.device).tril(k_length - q_length)
+        allowed = allowed[None, None]
+    if query.device.type != "cpu":
+        return F.scaled_dot_product_attention(query, key, value, attn_mask=allowed, scale=scaling,
+                                              enable_gqa=True).transpose(1, 2).contiguous()
+    if not all(t.dtype == torch.float32 for t in (query, key, value)):
+        raise ValueError(f"the OpenBLAS attention takes float32 CPU tensors; got {query.dtype}, {key.dtype}, "
+                         f"{value.dtype}")
+    if query.shape[1] % key.shape[1]:
+        raise ValueError(f"{query.shape[1]} query heads do not share {key.shape[1]} key/value heads evenly")
+    allowed = allowed.expand(query.shape[0], 1, q_length, k_length)
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value)):
+        return _OpenBlasAttention.apply(query, key, value, allowed, scaling)
+    return _OpenBlasAttention.forward(_NoContext(), query, key, value, allowed, scaling)
+
+
+class _NoContext:
+    """A stand-in for autograd's context where no gradient is wanted: `_OpenBlasAttention.forward` saves nothing."""
+
+    def save_for_backward(self, *tensors):
+        pass
+
+
+def _hugging_face_attention(module, query, key, value, attention_mask, dropout: float = 0.0,
+                            scaling: float | None = None, is_causal: bool | None = None, **kwargs):
+    """`openblas_attention` in Hugging Face's attention interface (what ``_attn_implementation`` names calls)."""
+    if dropout:
+        raise ValueError(f"the OpenBLAS attention has no dropout; got {dropout}")
+    if attention_mask is not None and attention_mask.dtype != torch.bool:
+        raise ValueError(f"the OpenBLAS attention takes a bool mask (sdpa_mask's); got {attention_mask.dtype}")
+    scaling = module.scaling if scaling is None else scaling
+    return openblas_attention(query, key, value, attention_mask, scaling), None
+
+
+def _register_with_hugging_face() -> None:
+    """`HF_ATTENTION` as an attention implementation, with SDPA's mask (bool, True where allowed; None where a
+    causal mask without padding suffices)."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(HF_ATTENTION, _hugging_face_attention)
+    AttentionMaskInterface.register(HF_ATTENTION, sdpa_mask)
+
+
+_register_with_hugging_face()
+
+
+def route_products(model) -> nn.Module:
+    """Route ``model``'s products as its config names them: every ``nn.Linear`` an `OpenBlasLinear` (the parameters
+    stay the same tensors) for ``dara_matmul: openblas``, its attention `openblas_attention` for ``dara_attention:
+    openblas``; nothing otherwise. Returns the model."""
     if matmul_of(model.config) == "openblas":
         for module in model.modules():
             if type(module) is nn.Linear:
                 module.__class__ = OpenBlasLinear
+    if attention_of(model.config) == "openblas":
+        model.set_attn_implementation(HF_ATTENTION)
     return model

@@ -23,7 +23,7 @@ from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX as QW
 from dara.devices import DEVICES, torch_device  # noqa: F401
 from dara.io import replace_dir_atomically
 from dara.tiny.decoder import LeanDecoder
-from dara.tiny.gemm import MATMUL_KEY, checked_matmul, route_linear_layers
+from dara.tiny.gemm import ATTENTION_KEY, MATMUL_KEY, checked_attention, checked_matmul, route_products
 
 PAD, EOS = "<pad>", "<eos>"
 # The sampler drops rows that have ended from its decoder once they are this share of the decoder's rows (see rollout).
@@ -55,19 +55,22 @@ def train_tokenizer(texts: Sequence[str], vocab_size: int) -> PreTrainedTokenize
 
 def build_model(vocab_size: int, *, hidden_size: int = 64, layers: int = 2, heads: int = 4, kv_heads: int = 2,
                 intermediate_size: int = 192, max_positions: int = 256, pad_token_id: int = 0,
-                eos_token_id: int = 1, matmul: str = "torch") -> Qwen2ForCausalLM:
+                eos_token_id: int = 1, matmul: str = "torch", attention: str = "sdpa") -> Qwen2ForCausalLM:
     """A Qwen2-architecture causal LM; the defaults give about 0.12 M parameters for a 500-token vocabulary.
 
-    ``matmul``: the library of its linear layers (`dara.tiny.gemm`), saved in its config (only when not "torch", so
-    that a policy made the old way saves the same config.json) for every later load."""
+    ``matmul``: the library of its linear layers, ``attention``: what computes its attention (`dara.tiny.gemm`), each
+    saved in its config (only where not the default, so that a policy made the old way saves the same config.json)
+    for every later load."""
     extra = {MATMUL_KEY: checked_matmul(matmul)} if matmul != "torch" else {}
+    if checked_attention(attention) != "sdpa":
+        extra[ATTENTION_KEY] = attention
     config = Qwen2Config(**extra,
         vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=intermediate_size,
         num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
         max_position_embeddings=max_positions, tie_word_embeddings=True,
         pad_token_id=pad_token_id, eos_token_id=eos_token_id, bos_token_id=eos_token_id,
     )
-    return route_linear_layers(Qwen2ForCausalLM(config))
+    return route_products(Qwen2ForCausalLM(config))
 
 
 def load_policy(path: str | os.PathLike) -> tuple[PreTrainedTokenizerFast, Qwen2ForCausalLM]:
@@ -77,7 +80,7 @@ def load_policy(path: str | os.PathLike) -> tuple[PreTrainedTokenizerFast, Qwen2
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"no Hugging Face checkpoint (config.json) under {path}")
     tokenizer = PreTrainedTokenizerFast.from_pretrained(path)
-    model = route_linear_layers(Qwen2ForCausalLM.from_pretrained(path, dtype=torch.float32))
+    model = route_products(Qwen2ForCausalLM.from_pretrained(path, dtype=torch.float32))
     model.eval()
     return tokenizer, model
 

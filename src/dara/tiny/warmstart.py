@@ -79,12 +79,13 @@ def step0_rates(model, tokenizer, task: Task, items: list[dict[str, Any]], group
 def warm_start(task_name: str, task_options: dict[str, Any], out: str | Path, *, seed: int, vocab_size: int,
                model: dict[str, int], corpus_items: int, sft_steps: int, sft_batch_size: int,
                sft_learning_rate: float, probe_prompts: int, probe_group_size: int,
-               max_new_tokens: int, matmul: str = "torch") -> dict[str, Any]:
+               max_new_tokens: int, matmul: str = "torch", attention: str = "sdpa") -> dict[str, Any]:
     """Build, fine-tune and save the warm-start policy of ``task_name`` under ``out``; returns warmstart.json.
 
     The arguments are an experiment's resolved warm-start settings (`dara.experiments.warm_start_settings`; their
-    defaults live in the experiment schema). ``matmul`` (the library of the linear layers, `dara.tiny.gemm`) is saved
-    with the policy, so every run and evaluation from it computes the same way."""
+    defaults live in the experiment schema). ``matmul`` (the library of the linear layers) and ``attention`` (what
+    computes attention), `dara.tiny.gemm`, are saved with the policy, so every run and evaluation from it computes the
+    same way."""
     torch.set_num_threads(1)
     # the CPU and the kernels this process dispatches to, for warmstart.json; a job that must run pinned and is not
     # stops here (dara.kernels.enforce_pin)
@@ -96,7 +97,7 @@ def warm_start(task_name: str, task_options: dict[str, Any], out: str | Path, *,
     items = task.items("train", corpus_items, seed=seed)
     tokenizer = train_tokenizer(task.corpus(corpus_items, seed=seed), vocab_size)
     policy = build_model(len(tokenizer), pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-                         matmul=matmul, **model)
+                         matmul=matmul, attention=attention, **model)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=sft_learning_rate, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=sft_learning_rate, total_steps=sft_steps,
                                                    pct_start=0.1)

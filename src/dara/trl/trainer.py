@@ -37,7 +37,7 @@ from trl import GRPOConfig, GRPOTrainer
 from dara.advantages import (BATCH_NORM, BATCH_NORMS, EPS, METRIC_PREFIX, TAU, W_MAX, EstimatorOptions,
                              compute_advantages)
 from dara.methods import METHODS, get_method
-from dara.tiny.gemm import route_linear_layers
+from dara.tiny.gemm import route_products
 
 # TRL's own defaults of the aggregation settings DaraGRPOTrainer replaces; any other value would be ignored.
 _TRL_AGGREGATION_DEFAULTS = {"multi_objective_aggregation": "sum_then_normalize", "scale_rewards": "group"}
@@ -202,7 +202,7 @@ class DaraGRPOTrainer(GRPOTrainer):
         if self.ref_model is not None:
             # TRL loads the reference from the policy's folder itself, past dara.tiny.policy.load_policy: route its
             # linear layers to the library the policy's config names, as the policy's (nothing for other policies)
-            route_linear_layers(self.ref_model)
+            route_products(self.ref_model)
         names = list(self.reward_func_names)
         if len(set(names)) != len(names):
             raise ValueError(f"reward functions need distinct names (they name the per-reward metrics), got {names}")
