@@ -88,21 +88,22 @@ PHASE_LEVERS: dict[tuple[str, str], dict[str, str]] = {
                         "compiled decode step fusing its elementwise work, the attention products over the cache"},
     ("rl", "logprobs"): {
         "overhead-bound": "torch.compile of the reference forward, several runs batched in one process",
-        "kernel-bound": "fewer products: the layers run on every position of the padded width, after EOS too; SDPA's "
-                        "CPU kernel (see its rate in the top events)"},
+        "kernel-bound": "fewer products: the layers run on every position of the padded width, after EOS too; "
+                        "attention's softmax and masking (see the top events)"},
     ("rl", "update"): {
         "overhead-bound": "torch.compile of the forward and backward, a fused AdamW, fewer and larger minibatches or "
                           "several runs batched (larger matrices for the same calls)",
-        "kernel-bound": "fewer products: the padded positions after EOS, forward and backward; SDPA's CPU kernels; "
-                        "torch.compile to fuse the elementwise chains (mul, add, copies)"},
+        "kernel-bound": "fewer products: the padded positions after EOS, forward and backward; attention's "
+                        "elementwise work; torch.compile to fuse the elementwise chains (mul, add, copies)"},
     ("rl", "other"): {"any": "the Python around the model: batched decoding of responses, vectorised reward scoring"},
     ("sft", "batch"): {"any": "demonstrations and tokenization prepared ahead (another process) or cached"},
     ("sft", "forward"): {
         "overhead-bound": "larger SFT batches (the same calls, more rows each), torch.compile of the forward",
-        "kernel-bound": "SDPA's CPU kernel, fused elementwise work (torch.compile), larger SFT batches"},
+        "kernel-bound": "attention's softmax and masking, fused elementwise work (torch.compile), larger SFT batches"},
     ("sft", "backward"): {
         "overhead-bound": "larger SFT batches, torch.compile of the forward and backward",
-        "kernel-bound": "SDPA's CPU backward kernel, fused elementwise work (torch.compile), larger SFT batches"},
+        "kernel-bound": "attention's backward elementwise work, fused elementwise work (torch.compile), larger SFT "
+                        "batches"},
     ("sft", "optimizer"): {"any": "a fused AdamW (one kernel for all parameters), larger SFT batches (fewer steps "
                                   "for the same demonstrations)"},
     ("sft", "other"): {"any": "nothing: the loop itself"},
