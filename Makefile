@@ -126,6 +126,7 @@ bench: setup-test
 # The tiny trainer's step against revision bf5bb9d; needs results/tiny/policies/toolcall/warm_start0 (or pass --policy).
 bench-trainer: $(VENV)/.cpu-stamp
 	pin=$$($(VENV)/bin/python -m dara.kernels env) && env $$pin $(VENV)/bin/python -m benchmarks.bench_trainer --out docs/results/bench_trainer.md
+	$(VENV)/bin/python analysis/snapshot.py --blocks
 
 # Where a tiny-trainer step and a warm-start step spend their time against one core's measured GEMM peak and memory
 # bandwidth (docs/performance.md); uses results/tiny/policies/toolcall/warm_start0, or makes one (about a minute).

@@ -341,9 +341,16 @@ def main(argv=None) -> None:
     parser.add_argument("--snapshot", type=Path, default=ROOT / "docs" / "results")
     parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
     parser.add_argument("--docs", type=Path, default=ROOT / "docs", help="pages whose blocks are filled too")
-    parser.add_argument("--check", action="store_true", help="only check that the pages' blocks are current")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--check", action="store_true", help="only check that the pages' blocks are current")
+    which.add_argument("--blocks", action="store_true", help="only fill the pages' blocks from the snapshot as it is "
+                       "(after a benchmark rewrote its page there, as make bench-trainer does)")
     args = parser.parse_args(argv)
     pages = documents(args.readme, args.docs)
+    if args.blocks:
+        for page in pages:
+            write_text_atomic(page, fill_blocks(page.read_text(), args.snapshot))
+        return
     if args.check:
         stale = [str(page) for page in pages if fill_blocks(page.read_text(), args.snapshot) != page.read_text()]
         if stale:

@@ -82,3 +82,21 @@ def test_every_relative_link_of_the_readme_and_docs_resolves():
             if not path.exists():
                 broken.append(f"{page.relative_to(ROOT)}: {target}")
     assert not broken, broken
+
+
+def test_blocks_refills_a_page_from_the_snapshot_and_takes_nothing_else(tmp_path):
+    """``--blocks`` (after a benchmark rewrote its page in the snapshot) writes the pages' blocks from the snapshot as
+    it is: a stale block becomes current, the snapshot itself is untouched."""
+    snapshot = tmp_path / "snapshot"
+    snapshot.mkdir()
+    (snapshot / "bench.md").write_text("1.40x\n")
+    readme, docs = tmp_path / "README.md", tmp_path / "docs"
+    docs.mkdir()
+    readme.write_text("intro\n<!-- snapshot:bench -->\n1.27x\n<!-- /snapshot:bench -->\nafter\n")
+    assert _check(readme, snapshot, docs).returncode != 0
+    done = subprocess.run([sys.executable, str(ROOT / "analysis" / "snapshot.py"), "--blocks", "--readme", str(readme),
+                           "--snapshot", str(snapshot), "--docs", str(docs)], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert readme.read_text() == "intro\n<!-- snapshot:bench -->\n1.40x\n<!-- /snapshot:bench -->\nafter\n"
+    assert _check(readme, snapshot, docs).returncode == 0
+    assert sorted(path.name for path in snapshot.iterdir()) == ["bench.md"]
