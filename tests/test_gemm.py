@@ -169,6 +169,8 @@ def test_openblas_attention_refuses_what_it_does_not_compute():
         gemm._hugging_face_attention(module, query, key, value, allowed, dropout=0.1)
     with pytest.raises(ValueError, match="bool mask"):
         gemm._hugging_face_attention(module, query, key, value, allowed.float())
+    with pytest.raises(ValueError, match="causal attention only"):
+        gemm._hugging_face_attention(module, query, key, value, allowed, is_causal=False)
     with pytest.raises(ValueError, match="attention must be one of sdpa, openblas; got 'flash'"):
         gemm.checked_attention("flash")
 
@@ -230,3 +232,13 @@ def test_every_attention_product_hands_openblas_a_transposed_operand(monkeypatch
     gemm.openblas_attention(query, key, value, allowed, 0.25).sum().backward()
     assert len(calls) == 6  # scores and output; the value's, the probabilities', the query's and the key's gradients
     assert all(any(transposed) for transposed in calls), calls
+
+    # the sampler's decoder, through the same module function (where the profile counts products)
+    calls.clear()
+    torch.manual_seed(0)
+    model = build_model(300, hidden_size=32, layers=1, heads=4, kv_heads=2, intermediate_size=48, attention="openblas")
+    decoder = LeanDecoder(model, 2, 6)
+    with torch.no_grad():
+        decoder.forward(torch.tensor([[5, 6, 7], [0, 8, 9]]), torch.tensor([[0, 1, 2], [0, 0, 1]]),
+                        torch.tensor([[1, 1, 1], [0, 1, 1]]))
+    assert len(calls) == 2 and all(any(transposed) for transposed in calls), calls  # its scores and output

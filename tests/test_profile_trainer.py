@@ -46,6 +46,19 @@ def test_an_openblas_layer_counts_its_products_forward_and_backward():
     assert moved.total >= 4 * 3 * (5 * 16 + 16 * 8 + 5 * 8)
 
 
+def test_openblas_attention_counts_each_stacked_product():
+    """Attention's products are stacked (one per row and key/value head): each counts 2 m k n."""
+    from dara.tiny.gemm import openblas_attention
+
+    batch, heads, kv_heads, q_length, k_length, dim = 3, 4, 2, 5, 7, 16
+    query = torch.randn(batch, heads, q_length, dim)
+    key, value = torch.randn(batch, kv_heads, k_length, dim), torch.randn(batch, kv_heads, k_length, dim)
+    with torch.no_grad(), pt.counting() as (flops, _):
+        openblas_attention(query, key, value, None, 0.25)
+    # scores (heads x Lq) x D x Lk and output (heads x Lq) x Lk x D, per row: 2 x 2 x B x H x Lq x Lk x D
+    assert flops.get_flop_counts()["Global"][pt.OPENBLAS_OP] == 2 * 2 * batch * heads * q_length * k_length * dim
+
+
 def test_counting_runs_each_op_whole_so_the_numbers_are_those_of_an_uncounted_pass():
     # FlopCounterMode on its own runs silu_backward through its decomposition, which rounds differently
     torch.manual_seed(0)

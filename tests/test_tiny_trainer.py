@@ -174,6 +174,18 @@ def test_a_state_from_another_warm_start_at_the_same_path_is_not_resumed(act_pol
     assert yaml.safe_load((folder / "config.yaml").read_text())["policy_sha256"] == policy_digest(policy)
 
 
+def test_a_state_from_another_kernel_dispatch_is_not_resumed(act_policy, tmp_path, monkeypatch, capsys):
+    """A killed run, then the job again under another pin (the workflow reruns a job whose pin changed): the state's
+    rounding is not this process's, so the run starts over."""
+    fresh, _ = _train(act_policy, tmp_path / "fresh")
+    _killed_at_step_three(act_policy, tmp_path / "rerun", monkeypatch)
+    real = trainer_module.dispatch
+    monkeypatch.setattr(trainer_module, "dispatch", lambda: {**real(), "openblas_core": "another core"})
+    again, _ = _train(act_policy, tmp_path / "rerun")
+    assert "under another kernel dispatch" in capsys.readouterr().err
+    pd.testing.assert_frame_equal(fresh[_columns(fresh)], again[_columns(again)])
+
+
 def test_policy_digest_reads_the_policy_and_names_a_folder_that_is_not_one(act_policy, tmp_path):
     """The digest follows the defining files only: a record the warm start adds (warmstart.json) leaves it alone."""
     policy = tmp_path / "policy"

@@ -40,7 +40,7 @@ def torch_device(device: str) -> "torch.device":
 
 def device_config_entries(device: str) -> dict[str, str]:
     """What a run's config.yaml records of its ``device``: nothing for "cpu", so a CPU run's config.yaml (and the
-    resume check that compares it) stays the one written before the setting existed; ``{"device": device}``
+    resume check that compares it) has no device entry, as before the setting existed; ``{"device": device}``
     otherwise, since another device rounds otherwise and a state from one device must not resume on another."""
     return {} if check_device(device) == "cpu" else {"device": device}
 

@@ -17,12 +17,13 @@ for every job.
 What goes through it: the linear layers (``nn.Linear``: q/k/v/o, gate/up/down, the LM head) of a policy whose
 Hugging Face config says ``dara_matmul: openblas`` (`MATMUL_KEY`), forward and backward, and the sampler's stacked
 projections (`dara.tiny.decoder.LeanDecoder`); and, where the config says ``dara_attention: openblas``
-(`ATTENTION_KEY`), attention's four products (scores, output, and the backward's three more), forward and backward,
-in training and in the sampler (`openblas_attention`). Softmax, norms and the optimiser stay torch's. Why attention
-too: torch's CPU attention (SDPA's flash kernel, after Hugging Face copies the grouped keys and values per query
-head) ran at about 12 GFLOP/s on these 16-wide heads, and was a sixth of an RL step and a third of a supervised one
-(docs/results/profile_trainer.md); the same arithmetic as batched OpenBLAS products, with each key/value head's
-query heads stacked into one product (no copies), takes half the time forward and backward.
+(`ATTENTION_KEY`), attention's six products (scores and output forward; the value's, the probabilities', the
+query's and the key's gradients backward), in training and in the sampler (`openblas_attention`). Softmax, norms and
+the optimiser stay torch's. Why attention too: torch's CPU attention (SDPA's flash kernel, after Hugging Face copies
+the grouped keys and values per query head) ran at 13-16 GFLOP/s on these 16-wide heads, a sixth of an RL step and
+over a quarter of a supervised one (docs/results/profile_trainer_before_attention.md); the same arithmetic as
+batched OpenBLAS products, with each key/value head's query heads stacked into one product (no copies), takes about
+half the time forward and backward (docs/results/bench_attention.md).
 
 The choices are the warm start's (``warm_start.matmul`` and ``warm_start.attention`` in an experiment;
 `dara.tiny.policy.build_model`), saved in the policy's ``config.json``, so every checkpoint trained from it, its
@@ -258,6 +259,8 @@ def _hugging_face_attention(module, query, key, value, attention_mask, dropout: 
     """`openblas_attention` in Hugging Face's attention interface (what ``_attn_implementation`` names calls)."""
     if dropout:
         raise ValueError(f"the OpenBLAS attention has no dropout; got {dropout}")
+    if is_causal is False or not getattr(module, "is_causal", True):
+        raise ValueError("the OpenBLAS attention computes causal attention only (a decoder's)")
     if attention_mask is not None and attention_mask.dtype != torch.bool:
         raise ValueError(f"the OpenBLAS attention takes a bool mask (sdpa_mask's); got {attention_mask.dtype}")
     scaling = module.scaling if scaling is None else scaling

@@ -14,9 +14,9 @@ every response of every step (``step``, ``group``, one column per reward named a
         --run-dir results/tiny/runs/toolcall/dara_sym/G8/seed0 results/tiny/runs/toolcall/dara_sym/G8/seed1
 
 A run killed mid-way restarts from its last ``state.pt`` and, on CPU with the same seed, ends with the same
-metrics as an uninterrupted run (only ``seconds`` differs). A state written with other settings or from another
-warm-start policy (its ``policy_sha256``) is not resumed: the run starts over. A job (this command) deletes its
-runs' states once all of them have finished.
+metrics as an uninterrupted run (only ``seconds`` differs). A state written with other settings, from another
+warm-start policy (its ``policy_sha256``) or under another kernel dispatch (`dara.kernels.dispatch`) is not
+resumed: the run starts over. A job (this command) deletes its runs' states once all of them have finished.
 
 ``--device cuda`` (``train(..., device="cuda")``) trains on the GPU instead of the CPU (the GPU check,
 docs/gpu_check.md): the same random draws (the sampler's uniforms, the minibatch shuffle and every other random
@@ -45,6 +45,7 @@ import torch
 from dara.advantages import EstimatorOptions, compute_advantages
 from dara.devices import device_config_entries, torch_device
 from dara.io import replace_atomically
+from dara.kernels import dispatch
 from dara.methods import get_method
 from dara.provenance import write_run_provenance
 from dara.runs import cpu_checkpoint_steps
@@ -236,7 +237,7 @@ def train(run, *, policy: str | None = None, progress: bool = True,
     torch.set_num_threads(1)
     out = Path(run.run_dir)
     (out / "checkpoints").mkdir(parents=True, exist_ok=True)
-    # a CPU run records no device, so its config.yaml and resume check stay as they were (dara.devices)
+    # a CPU run records no device entry, as before the setting existed (dara.devices)
     # the warm start by content as well as by path: a state from another policy at the same path is not resumed
     config = {**resolved_config(run, args), **device_config_entries(device), "policy_sha256": policy_digest(policy)}
     write_run_provenance(out, {**config, "policy": policy})
@@ -274,6 +275,12 @@ def train(run, *, policy: str | None = None, progress: bool = True,
         print(f"{state_path} predates minibatches of whole prompt groups; training this run from step 0",
               file=sys.stderr)
         state = None
+    if state is not None and state.get("dispatch") != dispatch():
+        # a killed run's state from another kernel dispatch (the workflow reruns a job whose pin changed): resuming
+        # would train one run in two roundings, so start over
+        print(f"{state_path} was written under another kernel dispatch ({state.get('dispatch')}, now {dispatch()}); "
+              "training this run from step 0", file=sys.stderr)
+        state = None
     if state is not None and state["args"] != config:
         # a killed run's state from other settings or another warm start (the workflow reruns a job whose settings
         # or policy changed): resuming would mix two runs, so start over, and say which entries differ
@@ -307,7 +314,7 @@ def train(run, *, policy: str | None = None, progress: bool = True,
         if step in eval_steps:
             save_policy(model, tokenizer, out / "checkpoints" / f"step{step}")
         if step % args.state_every == 0 and step > start:
-            state = {"args": config, "step": step, "rows": rows, "rollouts": rollouts,
+            state = {"args": config, "dispatch": dispatch(), "step": step, "rows": rows, "rollouts": rollouts,
                      "minibatch_layout": MINIBATCH_LAYOUT,
                      "model": model.state_dict(),
                      "optimizer": optimizer.state_dict(), "torch_rng": torch.get_rng_state(),

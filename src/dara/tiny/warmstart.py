@@ -107,8 +107,8 @@ def warm_start(task_name: str, task_options: dict[str, Any], out: str | Path, *,
     losses = []
     for _ in range(sft_steps):
         chosen = rng.choice(len(items), size=sft_batch_size, replace=False)
-        ids, attention, loss_mask = supervised_batch(tokenizer, task, [items[i] for i in chosen], rng, prompt_ids)
-        loss = sft_loss(policy, ids, attention, loss_mask)
+        ids, mask, loss_mask = supervised_batch(tokenizer, task, [items[i] for i in chosen], rng, prompt_ids)
+        loss = sft_loss(policy, ids, mask, loss_mask)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
