@@ -47,12 +47,14 @@ def test_openblas_linear_refuses_what_it_does_not_compute():
         gemm.checked_matmul("mkl")
 
 
-def _policy(tmp_path, matmul: str):
+def _policy(tmp_path, matmul: str, attention: str = "sdpa", layers: int = 1, folder: str | None = None):
+    """A small policy with the given products, saved under ``tmp_path / (folder or matmul)``."""
     tokenizer = train_tokenizer(["call get_weather(city) with the city", "answer 12 + 3 = 15"] * 20, 300)
     torch.manual_seed(0)
-    model = build_model(len(tokenizer), hidden_size=32, intermediate_size=64, layers=1,
-                        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, matmul=matmul)
-    save_policy(model, tokenizer, tmp_path / matmul)
+    model = build_model(len(tokenizer), hidden_size=32, intermediate_size=64, layers=layers,
+                        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, matmul=matmul,
+                        attention=attention)
+    save_policy(model, tokenizer, tmp_path / (folder or matmul))
     return tokenizer, model
 
 
@@ -175,19 +177,9 @@ def test_openblas_attention_refuses_what_it_does_not_compute():
         gemm.checked_attention("flash")
 
 
-def _attention_policy(tmp_path, attention: str):
-    tokenizer = train_tokenizer(["call get_weather(city) with the city", "answer 12 + 3 = 15"] * 20, 300)
-    torch.manual_seed(0)
-    model = build_model(len(tokenizer), hidden_size=32, intermediate_size=64, layers=2,
-                        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, matmul="openblas",
-                        attention=attention)
-    save_policy(model, tokenizer, tmp_path / attention)
-    return tokenizer, model
-
-
 def test_the_attention_choice_is_saved_routed_and_computes_the_same_policy_to_rounding(tmp_path):
-    tokenizer, _ = _attention_policy(tmp_path, "openblas")
-    _attention_policy(tmp_path, "sdpa")
+    tokenizer, _ = _policy(tmp_path, "openblas", attention="openblas", layers=2, folder="openblas")
+    _policy(tmp_path, "openblas", attention="sdpa", layers=2, folder="sdpa")
     assert '"dara_attention": "openblas"' in (tmp_path / "openblas" / "config.json").read_text()
     assert '"dara_attention"' not in (tmp_path / "sdpa" / "config.json").read_text()  # as before the choice existed
     _, blas = load_policy(tmp_path / "openblas")
