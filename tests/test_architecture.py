@@ -27,8 +27,9 @@ ALLOWED = {
     "dara.provenance": {"dara.io", "dara.kernels"},
     # the device setting of every trainer and of the verl launcher (dara.devices imports nothing of dara)
     "dara.devices": set(),
-    "dara.tiny": {"dara.advantages", "dara.devices", "dara.experiments", "dara.io", "dara.methods", "dara.provenance",
-                  "dara.rewards", "dara.runs", "dara.tasks"},
+    # dara.kernels: the trainer's resume state records the dispatch it was written under
+    "dara.tiny": {"dara.advantages", "dara.devices", "dara.experiments", "dara.io", "dara.kernels", "dara.methods",
+                  "dara.provenance", "dara.rewards", "dara.runs", "dara.tasks"},
     # the density diagnostics of any rollout table (`dara diagnose`) and the trainers' monitor modes
     "dara.diagnose": {"dara.advantages", "dara.io", "dara.methods"},
     # the `dara` command: it imports a command's module by name when that command runs
