@@ -265,6 +265,7 @@ def train(run, *, policy: str | None = None, progress: bool = True,
     state_path = out / "state.pt"
     # onto the CPU: the RNG states must be CPU tensors; load_state_dict copies the weights to the model's device
     state = torch.load(state_path, weights_only=False, map_location="cpu") if state_path.exists() else None
+    kernels = dispatch()  # what this process's products round with: a state records it, a resume compares it
     if state is not None and "rollouts" not in state:
         # written before runs kept rollouts.parquet: resuming would leave its first steps out, so start over
         print(f"{state_path} predates rollouts.parquet; training this run from step 0", file=sys.stderr)
@@ -275,10 +276,10 @@ def train(run, *, policy: str | None = None, progress: bool = True,
         print(f"{state_path} predates minibatches of whole prompt groups; training this run from step 0",
               file=sys.stderr)
         state = None
-    if state is not None and state.get("dispatch") != dispatch():
+    if state is not None and state.get("dispatch") != kernels:
         # a killed run's state from another kernel dispatch (the workflow reruns a job whose pin changed): resuming
         # would train one run in two roundings, so start over
-        print(f"{state_path} was written under another kernel dispatch ({state.get('dispatch')}, now {dispatch()}); "
+        print(f"{state_path} was written under another kernel dispatch ({state.get('dispatch')}, now {kernels}); "
               "training this run from step 0", file=sys.stderr)
         state = None
     if state is not None and state["args"] != config:
@@ -314,7 +315,7 @@ def train(run, *, policy: str | None = None, progress: bool = True,
         if step in eval_steps:
             save_policy(model, tokenizer, out / "checkpoints" / f"step{step}")
         if step % args.state_every == 0 and step > start:
-            state = {"args": config, "dispatch": dispatch(), "step": step, "rows": rows, "rollouts": rollouts,
+            state = {"args": config, "dispatch": kernels, "step": step, "rows": rows, "rollouts": rollouts,
                      "minibatch_layout": MINIBATCH_LAYOUT,
                      "model": model.state_dict(),
                      "optimizer": optimizer.state_dict(), "torch_rng": torch.get_rng_state(),

@@ -201,7 +201,7 @@ class DaraGRPOTrainer(GRPOTrainer):
                             f"{type(self.args).__name__}")
         if self.ref_model is not None:
             # TRL loads the reference from the policy's folder itself, past dara.tiny.policy.load_policy: route its
-            # linear layers to the library the policy's config names, as the policy's (nothing for other policies)
+            # linear layers and attention as the policy's config names them (nothing for other policies)
             route_products(self.ref_model)
         names = list(self.reward_func_names)
         if len(set(names)) != len(names):
