@@ -24,15 +24,18 @@ TESTS = Path(__file__).resolve().parent
 HAS_AVX512 = kernels.cpu()["flags"]["avx512f"]
 # numpy's OpenBLAS takes its core type's kernels (dara.tiny.gemm's matmul): SkylakeX on AVX-512, Haswell on AVX2,
 # Prescott (SSE3) below.
+# numpy's own ufunc loops by the targets it may dispatch (unset: all this CPU has).
+NUMPY_AVX2 = {"NPY_DISABLE_CPU_FEATURES": "X86_V4,AVX512_ICL,AVX512_SPR"}
+NUMPY_SSE = {"NPY_DISABLE_CPU_FEATURES": "X86_V3,X86_V4,AVX512_ICL,AVX512_SPR"}
 NATIVE = ({"avx512": {"ATEN_CPU_CAPABILITY": "avx512", "MKL_ENABLE_INSTRUCTIONS": "AVX512",
                       "ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "OPENBLAS_CORETYPE": "SkylakeX"},
            "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2",
-                    "OPENBLAS_CORETYPE": "Haswell"}}
+                    "OPENBLAS_CORETYPE": "Haswell", **NUMPY_AVX2}}
           if HAS_AVX512 else
           {"avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2",
                     "OPENBLAS_CORETYPE": "Haswell"},
            "sse": {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
-                   "ONEDNN_MAX_CPU_ISA": "SSE41", "OPENBLAS_CORETYPE": "Prescott"}})
+                   "ONEDNN_MAX_CPU_ISA": "SSE41", "OPENBLAS_CORETYPE": "Prescott", **NUMPY_SSE}})
 # What computes the tiny policy's products (dara.tiny.gemm): its linear layers' library and its attention's.
 PRODUCTS = {"torch": ("torch", "sdpa"), "openblas": ("openblas", "sdpa"), "openblas_attention": ("openblas", "openblas")}
 MATMULS = tuple(PRODUCTS)
@@ -134,12 +137,47 @@ def test_a_pinned_process_records_the_pinned_dispatch_and_the_cpu(trained):
             assert dispatch["mkl_cbwr_branch"] in (kernels.PIN["MKL_CBWR"], None)
             assert dispatch["openblas_core"] == kernels.PIN["OPENBLAS_CORETYPE"]
             assert dispatch["torch_threads"] == 1
+            assert dispatch["numpy_simd"] is not None
+            assert not set(dispatch["numpy_simd"]) & set(kernels.NUMPY_AVX512_TARGETS)
             assert record["cpu"] == kernels.cpu()
         native = trained[kind, False, "torch"]["machine"]["dispatch"]
         assert native["pinned"] is False and native["variables"]["MKL_CBWR"] is None
     if HAS_AVX512:
         assert trained["avx512", False, "torch"]["machine"]["dispatch"]["aten_cpu_capability"] == "AVX512"
         assert trained["avx512", False, "openblas"]["machine"]["dispatch"]["openblas_core"] == "SkylakeX"
+        assert "X86_V4" in trained["avx512", False, "torch"]["machine"]["dispatch"]["numpy_simd"]
+
+
+# numpy's transcendental ufuncs, whose SIMD loops round differently at each vector width (float64's exp, log and
+# power between AVX-512 and AVX2; float32's between AVX2 and below).
+NUMPY_MATH = textwrap.dedent("""
+    import hashlib
+    import numpy as np
+
+    x = np.random.default_rng(0).normal(size=100_000) * 5
+    digest = hashlib.sha256()
+    for values in (x, x.astype(np.float32)):
+        for result in (np.exp(values), np.log(np.abs(values) + 1e-3), np.power(np.abs(values), 0.37)):
+            digest.update(result.tobytes())
+    print(digest.hexdigest())
+""")
+
+
+def _numpy_math(extra: dict[str, str], *, pinned: bool) -> str:
+    base = {key: value for key, value in os.environ.items() if key not in CLEARED}
+    env = kernels.pinned_environment({**base, **extra}) if pinned else {**base, **extra}
+    done = subprocess.run([sys.executable, "-c", NUMPY_MATH], env=env, capture_output=True, text=True, timeout=60,
+                          check=True)
+    return done.stdout.strip()
+
+
+def test_the_pin_gives_numpy_math_the_same_bytes_on_both_cpu_types():
+    """The analysis's libraries call numpy's ufuncs: under the pin, both emulated CPU types' give the same bytes,
+    and without it they differ (so the comparison can fail)."""
+    pinned = {_numpy_math(extra, pinned=True) for extra in NATIVE.values()}
+    native = {_numpy_math(extra, pinned=False) for extra in NATIVE.values()}
+    assert len(pinned) == 1
+    assert len(native) == 2
 
 
 @pytest.mark.parametrize("name", sorted(kernels.PIN))
@@ -186,6 +224,16 @@ def test_an_openblas_started_before_its_variables_were_set_does_not_count(monkey
     for name, value in kernels.pinned_environment({}).items():
         monkeypatch.setenv(name, value)
     with pytest.raises(kernels.KernelPinError, match=f"numpy's OpenBLAS runs {core} kernels"):
+        kernels.check_pinned()
+
+
+def test_a_numpy_imported_before_its_variable_was_set_does_not_count(monkeypatch):
+    wide = sorted(set(kernels.dispatch()["numpy_simd"]) & set(kernels.NUMPY_AVX512_TARGETS))
+    if not wide:
+        pytest.skip("this process's numpy dispatches no AVX-512 loop")
+    for name, value in kernels.pinned_environment({}).items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(kernels.KernelPinError, match=f"but numpy dispatches {wide[0]}"):
         kernels.check_pinned()
 
 

@@ -5,7 +5,7 @@ PyTorch's CPU build picks its float kernels from the CPU it runs on, in two libr
 (its fp32 linear layers, attention, softmax, norms and optimiser: MKL's SGEMM and ATen's vectorised kernels; oneDNN
 runs none of them). Each choice rounds differently, and 600-1,600 supervised steps turn a last-bit difference into
 another warm start (docs/tiny_scale.md, "Machine dependence"). The pin fixes each choice by environment variable,
-which the libraries read once, when torch is imported (setting them later does nothing):
+which the libraries read once, when torch (numpy) is imported (setting them later does nothing):
 
 ``ATEN_CPU_CAPABILITY=avx2``
     ATen's kernels (log_softmax, SDPA's CPU flash attention, reductions, elementwise math) exist compiled for
@@ -33,6 +33,14 @@ which the libraries read once, when torch is imported (setting them later does n
     linear layers of a policy made with ``warm_start.matmul: openblas`` (`dara.tiny.gemm`: two to three times MKL's
     pinned SSE2 rate), and any matrix product numpy computes in an analysis. OpenBLAS reads both when numpy is
     imported.
+
+``NPY_DISABLE_CPU_FEATURES=X86_V4,AVX512_ICL,...`` (`NUMPY_AVX512_TARGETS`)
+    numpy's own ufuncs pick SIMD loops by CPU as well, and some round differently at each width: float64 ``exp``,
+    ``log`` and ``power`` (and float32 ``exp``, ``log``, ``tanh``, ``sin`` without AVX2) gave other bytes with its
+    AVX-512 loops than with its AVX2 ones on 10^6 values (measured, numpy 2.4.6). No training path calls them; the
+    analysis's libraries (pandas, scipy, lifelines) may. Every table and figure's data of the 19a6689 snapshot came
+    out byte for byte the same with numpy capped at AVX2, so the cap changes no result of today's pipeline and
+    guards the ones an analysis may add. numpy reads it once, when imported.
 
 Measured on the AVX-512 AMD CPU type (Zen 4), with MKL's vendor check answered "Intel" (a preloaded
 ``mkl_serv_intel_cpu_true``), which reproduced the Intel Xeon's unpinned step-0 rates in every printed digit: under
@@ -63,6 +71,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+# numpy's own AVX-512 dispatch targets, by the names of both numpy lines the project installs: 2.x groups them
+# (X86_V4 and two later ones), 1.26 (the BFCL environment's) names each. A name a numpy does not dispatch is ignored
+# there, with an ImportWarning (hidden by Python's default filters); a target this CPU lacks is ignored silently.
+NUMPY_AVX512_TARGETS = ("X86_V4", "AVX512_ICL", "AVX512_SPR", "AVX512F", "AVX512CD", "AVX512_KNL", "AVX512_KNM",
+                        "AVX512_SKX", "AVX512_CLX", "AVX512_CNL")
 # The pin: variable -> value, each set before torch is imported (the module docstring says why each).
 PIN: dict[str, str] = {
     "ATEN_CPU_CAPABILITY": "avx2",
@@ -70,6 +83,7 @@ PIN: dict[str, str] = {
     "ONEDNN_MAX_CPU_ISA": "AVX2",
     "OPENBLAS_CORETYPE": "Haswell",
     "OPENBLAS_NUM_THREADS": "1",
+    "NPY_DISABLE_CPU_FEATURES": ",".join(NUMPY_AVX512_TARGETS),
 }
 # Set (to "1") where a process must run pinned: every workflow job, the Makefile's torch targets.
 MARKER = "DARA_PIN_KERNELS"
@@ -147,6 +161,20 @@ def _openblas_core() -> str | None:
     return None
 
 
+def _numpy_simd() -> list[str] | None:
+    """numpy's own dispatch targets (its ufuncs' SIMD loops) active in this process, e.g. ``['X86_V3']`` under the
+    pin; None without numpy."""
+    try:
+        import numpy  # noqa: F401 - the module below is numpy's own, imported with it
+    except ImportError:
+        return None
+    try:
+        from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+    except ImportError:  # numpy 1.x
+        from numpy.core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+    return [target for target in __cpu_dispatch__ if __cpu_features__.get(target)]
+
+
 def _numpy_version() -> str | None:
     """numpy's version, which fixes the OpenBLAS build its wheel carries (None without numpy)."""
     try:
@@ -182,6 +210,7 @@ def dispatch() -> dict[str, Any]:
         "mkl_cbwr_branch": _mkl_branch(),
         "openblas_core": _openblas_core(),
         "numpy": _numpy_version(),
+        "numpy_simd": _numpy_simd(),
         "mkldnn_enabled": bool(torch.backends.mkldnn.enabled),
         **variables,
         "pinned": is_pinned(),
@@ -252,6 +281,10 @@ def pin_problems(environ: Mapping[str, str] | None = None) -> list[str]:
         core = _openblas_core()
         if core not in (None, PIN["OPENBLAS_CORETYPE"]):
             problems.append(f"OPENBLAS_CORETYPE={PIN['OPENBLAS_CORETYPE']} but numpy's OpenBLAS runs {core} kernels "
+                            "(set after numpy was imported?)")
+        wide = sorted(set(_numpy_simd() or ()) & set(NUMPY_AVX512_TARGETS))
+        if wide:
+            problems.append(f"NPY_DISABLE_CPU_FEATURES is set but numpy dispatches {', '.join(wide)} "
                             "(set after numpy was imported?)")
     return problems
 
