@@ -229,8 +229,9 @@ def machine_table(results: Path) -> str:
             f"{cpu['logical_cpus']} logical CPUs |\n| vector instructions | {flags} |\n"
             f"| kernel pin | {variables} |\n"
             f"| dispatch seen by every job | ATen {dispatch['aten_cpu_capability']}, MKL branch "
-            f"{dispatch['mkl_cbwr_branch']}, OpenBLAS {dispatch.get('openblas_core')} kernels, numpy's loops "
-            f"{', '.join(dispatch.get('numpy_simd') or ['(not recorded)'])} |\n| torch, MKL, oneDNN | {dispatch['torch']}, {dispatch['mkl']}, "
+            f"{dispatch['mkl_cbwr_branch']}, OpenBLAS {dispatch.get('openblas_core') or '(not recorded)'} kernels, "
+            f"numpy's loops {', '.join(dispatch.get('numpy_simd') or ['(not recorded)'])} |\n"
+            f"| torch, MKL, oneDNN | {dispatch['torch']}, {dispatch['mkl']}, "
             f"{dispatch['onednn']} |\n| runs and warm starts recorded | {len(records)} |\n")
 
 

@@ -90,7 +90,9 @@ def test_the_machine_table_names_the_one_cpu_and_pin_and_refuses_a_mixed_tree(tm
     table = snapshot.machine_table(tmp_path)
     assert "| kernel pin | `ATEN_CPU_CAPABILITY=avx2`, `MKL_CBWR=COMPATIBLE` |" in table
     assert "| vector instructions | avx2, avx512f |" in table and "| runs and warm starts recorded | 2 |" in table
-    assert "OpenBLAS None kernels, numpy's loops (not recorded) |" in table  # a record from before both were read
+    # a record from before OpenBLAS's core and numpy's loops were read
+    assert "OpenBLAS (not recorded) kernels, numpy's loops (not recorded) |" in table
+    assert "| torch, MKL, oneDNN | 2.13.0+cpu, 2024.2, 3.12.0 |" in table
     (warm / "warmstart.json").write_text(json.dumps({"machine": _machine(model="Intel Xeon")}))
     with pytest.raises(SystemExit, match="1 kernel dispatches on 2 CPU types"):
         snapshot.machine_table(tmp_path)

@@ -40,7 +40,8 @@ which the libraries read once, when torch (numpy) is imported (setting them late
     AVX-512 loops than with its AVX2 ones on 10^6 values (measured, numpy 2.4.6). No training path calls them; the
     analysis's libraries (pandas, scipy, lifelines) may. Every table and figure's data of the 19a6689 snapshot came
     out byte for byte the same with numpy capped at AVX2, so the cap changes no result of today's pipeline and
-    guards the ones an analysis may add. numpy reads it once, when imported.
+    guards the ones an analysis may add. numpy reads it once, when imported. Like every variable here it is a param
+    of each torch job, so adding it reran them all (the analysis rules carry no pin: they rerun with their inputs).
 
 Measured on the AVX-512 AMD CPU type (Zen 4), with MKL's vendor check answered "Intel" (a preloaded
 ``mkl_serv_intel_cpu_true``), which reproduced the Intel Xeon's unpinned step-0 rates in every printed digit: under
