@@ -22,11 +22,11 @@ TESTS = Path(__file__).resolve().parent
 # On an AVX-512 CPU: an AVX-512 type against an AVX2-only one; on an AVX2 CPU (no AVX-512 to emulate): an AVX2 type
 # against one without AVX2 (x86-64's SSE2 baseline).
 HAS_AVX512 = kernels.cpu()["flags"]["avx512f"]
-# numpy's OpenBLAS takes its core type's kernels (dara.tiny.gemm's matmul): SkylakeX on AVX-512, Haswell on AVX2,
-# Prescott (SSE3) below.
 # numpy's own ufunc loops by the targets it may dispatch (unset: all this CPU has).
 NUMPY_AVX2 = {"NPY_DISABLE_CPU_FEATURES": "X86_V4,AVX512_ICL,AVX512_SPR"}
 NUMPY_SSE = {"NPY_DISABLE_CPU_FEATURES": "X86_V3,X86_V4,AVX512_ICL,AVX512_SPR"}
+# numpy's OpenBLAS takes its core type's kernels (dara.tiny.gemm's matmul): SkylakeX on AVX-512, Haswell on AVX2,
+# Prescott (SSE3) below.
 NATIVE = ({"avx512": {"ATEN_CPU_CAPABILITY": "avx512", "MKL_ENABLE_INSTRUCTIONS": "AVX512",
                       "ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "OPENBLAS_CORETYPE": "SkylakeX"},
            "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2",
@@ -70,12 +70,16 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _environment(extra: dict[str, str], *, pinned: bool) -> dict[str, str]:
+    """pytest's environment without any pin or cap, with ``extra`` (pinned: then the pin over it)."""
+    env = {**{key: value for key, value in os.environ.items() if key not in CLEARED}, "OMP_NUM_THREADS": "1", **extra}
+    return kernels.pinned_environment(env) if pinned else env
+
+
 def _train(folder: Path, extra: dict[str, str], *, pinned: bool, matmul: str = "torch") -> dict:
-    """Run `TRAIN` into ``folder`` under pytest's environment with ``extra`` (pinned: then the pin over it);
-    returns what must repeat: weights, metrics (but the wall time), rollouts, and the two provenance records."""
-    base = {key: value for key, value in os.environ.items() if key not in CLEARED}
-    env = {**base, "OMP_NUM_THREADS": "1", **extra}
-    env = kernels.pinned_environment(env) if pinned else env
+    """Run `TRAIN` into ``folder`` under `_environment`; returns what must repeat: weights, metrics (but the wall
+    time), rollouts, and the two provenance records."""
+    env = _environment(extra, pinned=pinned)
     done = subprocess.run([sys.executable, "-c", TRAIN, str(folder), str(TESTS), *PRODUCTS[matmul]], env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]
@@ -164,9 +168,7 @@ NUMPY_MATH = textwrap.dedent("""
 
 
 def _numpy_math(extra: dict[str, str], *, pinned: bool) -> str:
-    base = {key: value for key, value in os.environ.items() if key not in CLEARED}
-    env = kernels.pinned_environment({**base, **extra}) if pinned else {**base, **extra}
-    done = subprocess.run([sys.executable, "-c", NUMPY_MATH], env=env, capture_output=True, text=True, timeout=60,
+    done = subprocess.run([sys.executable, "-c", NUMPY_MATH], env=_environment(extra, pinned=pinned), capture_output=True, text=True, timeout=60,
                           check=True)
     return done.stdout.strip()
 
