@@ -5,6 +5,7 @@ is not stops, naming the variable; every run's provenance and every warm start r
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -76,12 +77,13 @@ def _environment(extra: dict[str, str], *, pinned: bool) -> dict[str, str]:
     return kernels.pinned_environment(env) if pinned else env
 
 
-def _train(folder: Path, extra: dict[str, str], *, pinned: bool, matmul: str = "torch") -> dict:
-    """Run `TRAIN` into ``folder`` under `_environment`; returns what must repeat: weights, metrics (but the wall
-    time), rollouts, and the two provenance records."""
+def _train(folder: Path, extra: dict[str, str], *, pinned: bool, matmul: str = "torch",
+           emulator: tuple[str, ...] = ()) -> dict:
+    """Run `TRAIN` into ``folder`` under `_environment` (on ``emulator``'s CPU where one is named); returns what must
+    repeat: weights, metrics (but the wall time), rollouts, and the two provenance records."""
     env = _environment(extra, pinned=pinned)
-    done = subprocess.run([sys.executable, "-c", TRAIN, str(folder), str(TESTS), *PRODUCTS[matmul]], env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run([*emulator, sys.executable, "-c", TRAIN, str(folder), str(TESTS), *PRODUCTS[matmul]],
+                          env=env, capture_output=True, text=True, timeout=900 if emulator else 300)
     assert done.returncode == 0, done.stderr[-4000:]
     run_dir = Path(done.stdout.strip().splitlines()[-1])
     metrics = pd.read_parquet(run_dir / "metrics.parquet")
@@ -180,6 +182,76 @@ def test_the_pin_gives_numpy_math_the_same_bytes_on_both_cpu_types():
     native = {kind: _numpy_math(extra, pinned=False) for kind, extra in NATIVE.items()}
     assert pinned == {native["avx2"]}
     assert len(set(native.values())) == 2
+
+
+# An Intel CPU without AVX-512, emulated instruction by instruction: QEMU's user-mode emulator with its Haswell model
+# (vendor GenuineIntel; AVX2 and FMA, no AVX-512), so every library dispatches as on such a CPU, its vendor checks
+# included. QEMU computes every IEEE operation to the same bits as any CPU, and the approximate reciprocal
+# instructions (rcpps, rsqrtps), whose tables differ between Intel and AMD, exactly, as no CPU does: a byte that
+# depends on the vendor's dispatch or on those tables differs between this process and a native one.
+EMULATED_INTEL_AVX2 = ("qemu-x86_64", "-cpu", "Haswell")
+QEMU_PACKAGE = "qemu-user"
+
+
+@pytest.fixture(scope="module")
+def emulator() -> tuple[str, ...]:
+    """The emulator's command, its Debian package installed when missing (as tests/cluster installs Slurm)."""
+    if shutil.which(EMULATED_INTEL_AVX2[0]) is None:
+        if os.geteuid() != 0:
+            raise RuntimeError(f"the emulated-CPU tests need {EMULATED_INTEL_AVX2[0]} (Debian package {QEMU_PACKAGE}); "
+                               "installing it needs root")
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", QEMU_PACKAGE], check=True,
+                       env=env)
+    return EMULATED_INTEL_AVX2
+
+
+@pytest.mark.xdist_group("emulated_cpu")
+def test_an_emulated_intel_avx2_cpu_writes_the_same_bytes_under_the_pin(emulator, tmp_path):
+    """The policy as the pipeline makes it (OpenBLAS products and attention) through a warm start and two RL steps,
+    here and on the emulated Intel AVX2 CPU, both pinned: the same weights, rollouts and metrics. Before the
+    optimisers were fused and the estimators' square root made exact, the warm starts differed here."""
+    native = _train(tmp_path / "native", {}, pinned=True, matmul="openblas_attention")
+    emulated = _train(tmp_path / "emulated", {}, pinned=True, matmul="openblas_attention", emulator=emulator)
+    assert len(native["weights"]) == 3
+    assert emulated["weights"] == native["weights"]
+    pd.testing.assert_frame_equal(emulated["metrics"], native["metrics"], check_exact=True)
+    assert emulated["rollouts"] == native["rollouts"]
+    assert emulated["machine"]["dispatch"]["aten_cpu_capability"] == kernels.PINNED_CAPABILITY
+
+
+SQUARE_ROOTS = textwrap.dedent("""
+    import hashlib
+
+    import numpy as np
+    import torch
+
+    from dara.advantages import exact_sqrt
+
+    rng = np.random.default_rng(0)
+    for values in (rng.random(100_000) * 10, (rng.random(100_000) * 10).astype(np.float32)):
+        x = torch.from_numpy(values)
+        exact = exact_sqrt(x).numpy()
+        print(hashlib.sha256(torch.sqrt(x).numpy().tobytes()).hexdigest(), hashlib.sha256(exact.tobytes()).hexdigest(),
+              bool((exact == np.sqrt(values)).all()))
+""")
+
+
+@pytest.mark.xdist_group("emulated_cpu")
+def test_torch_sqrt_depends_on_the_cpu_and_exact_sqrt_does_not(emulator):
+    """Why the comparison above can fail: ATen's CPU sqrt (MKL's vector math, pinned branch or not) leans on the
+    approximate reciprocal square root, so the emulated CPU gives other bytes; `exact_sqrt` gives the same."""
+    def digests(prefix: tuple[str, ...]) -> list[list[str]]:
+        done = subprocess.run([*prefix, sys.executable, "-c", SQUARE_ROOTS], env=_environment({}, pinned=True),
+                              capture_output=True, text=True, timeout=600, check=True)
+        return [line.split() for line in done.stdout.strip().splitlines()]
+
+    native, emulated = digests(()), digests(emulator)
+    assert len(native) == 2
+    for (torch_here, exact_here, correct_here), (torch_there, exact_there, correct_there) in zip(native, emulated):
+        assert torch_here != torch_there
+        assert exact_here == exact_there and correct_here == correct_there == "True"
 
 
 @pytest.mark.parametrize("name", sorted(kernels.PIN))

@@ -289,6 +289,21 @@ def _group_extreme(values: torch.Tensor, layout: GroupLayout, reduce: str) -> to
     return out.scatter_reduce_(0, target, values, reduce=reduce, include_self=False)
 
 
+def exact_sqrt(x: torch.Tensor) -> torch.Tensor:
+    """The correctly rounded square root on every device and CPU.
+
+    On the CPU, ATen hands ``torch.sqrt`` of a float tensor to MKL's vector math, whose result is not correctly
+    rounded (about 15 % of float32 and 1 % of float64 values off by an ulp, measured) and depends on the CPU's
+    approximate reciprocal instructions, whose tables differ between Intel and AMD: the same inputs give other bytes
+    on another CPU, kernel pin or not (docs/tiny_scale.md, "Machine dependence"). numpy's square root is the
+    instruction's, correct to the last bit everywhere. Elsewhere (a GPU) torch's is correctly rounded already.
+    """
+    if x.device.type != "cpu":
+        return torch.sqrt(x)
+    values = x.numpy()
+    return torch.from_numpy(np.sqrt(values, out=np.empty_like(values)))  # an array for 0-d input too
+
+
 def group_zscores(values: torch.Tensor, layout: GroupLayout, eps: float, population_std: bool = False):
     """Per-group z-scores of ``values`` (N, K) in float64, exactly 0 for constant groups.
 
@@ -298,7 +313,7 @@ def group_zscores(values: torch.Tensor, layout: GroupLayout, eps: float, populat
     mean = _group_sum(values, layout) / counts
     centred = values - mean[layout.codes]
     dof = counts if population_std else counts - 1
-    std = torch.sqrt(_group_sum(centred * centred, layout) / dof)
+    std = exact_sqrt(_group_sum(centred * centred, layout) / dof)
     constant = _group_extreme(values, layout, "amax") == _group_extreme(values, layout, "amin")
     z = centred / (std[layout.codes] + eps)
     return z.masked_fill(constant[layout.codes], 0.0), mean, std, constant
@@ -315,7 +330,7 @@ def density_weights(density: torch.Tensor, w_max: float) -> torch.Tensor:
     reference = density.max()
     weights = torch.ones_like(density)
     live = density > 0
-    weights[live] = torch.clamp(torch.sqrt(reference / density[live]), max=w_max)
+    weights[live] = torch.clamp(exact_sqrt(reference / density[live]), max=w_max)
     return weights
 
 
@@ -538,7 +553,7 @@ class DVAO:
         counts = layout.counts.to(x.dtype).unsqueeze(1)
         mean = _group_sum(x, layout) / counts
         centred = x - mean[layout.codes]
-        sigma = torch.sqrt(_group_sum(centred * centred, layout) / counts)
+        sigma = exact_sqrt(_group_sum(centred * centred, layout) / counts)
         constant = _group_extreme(x, layout, "amax") == _group_extreme(x, layout, "amin")
         centred = centred.masked_fill(constant[layout.codes], 0.0)
         sigma = sigma.masked_fill(constant, 0.0)

@@ -252,7 +252,10 @@ def train(run, *, policy: str | None = None, progress: bool = True,
     # The warm-start policy is only needed for a KL penalty; with kl_coef 0 its forward would buy nothing.
     reference = copy.deepcopy(model).eval() if args.kl_coef else None
     model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate, weight_decay=0.0)
+    # fused: one kernel for every parameter, and on the CPU the kernel's own square root (the single-tensor and
+    # foreach paths call torch.sqrt, which ATen hands to MKL's vector math: not the same bytes on every CPU, as
+    # dara.advantages.exact_sqrt says)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate, weight_decay=0.0, fused=True)
 
     # Seeds first; a resume state then overwrites model, optimizer and every RNG with the saved ones.
     random.seed(run.seed)

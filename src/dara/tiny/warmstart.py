@@ -98,7 +98,8 @@ def warm_start(task_name: str, task_options: dict[str, Any], out: str | Path, *,
     tokenizer = train_tokenizer(task.corpus(corpus_items, seed=seed), vocab_size)
     policy = build_model(len(tokenizer), pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
                          matmul=matmul, attention=attention, **model)
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=sft_learning_rate, weight_decay=0.0)
+    # fused, as the trainer's (dara.tiny.trainer.train says why)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=sft_learning_rate, weight_decay=0.0, fused=True)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=sft_learning_rate, total_steps=sft_steps,
                                                    pct_start=0.1)
     policy.train()
