@@ -455,11 +455,13 @@ def test_ppo_first_ratio_is_one_with_the_samplers_logprobs(act_policy, tmp_path,
 
 
 @pytest.mark.parametrize("missing, message", [("rollouts", "predates rollouts.parquet"),
-                                              ("minibatch_layout", "predates minibatches of whole prompt groups")])
+                                              ("minibatch_layout", "predates minibatches of whole prompt groups"),
+                                              ("optimizer_kind", "predates the fused AdamW")])
 def test_a_state_from_an_earlier_trainer_trains_the_run_from_step_0(act_policy, tmp_path, monkeypatch, capsys, missing,
                                                                    message):
-    """A resume state without rollouts (written before rollouts.parquet) or without the minibatch layout (written by the
-    trainer that mixed prompts in a minibatch) is not resumed: the run trains from step 0."""
+    """A resume state without rollouts (written before rollouts.parquet), without the minibatch layout (written by the
+    trainer that mixed prompts in a minibatch) or without the optimiser's kind (the unfused AdamW's) is not resumed:
+    the run trains from step 0."""
     reference, fresh = _train(act_policy, tmp_path / "fresh")
     _killed_at_step_three(act_policy, tmp_path / "old", monkeypatch)
     old = Path(_run(tmp_path / "old").run_dir)

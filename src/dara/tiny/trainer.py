@@ -57,6 +57,9 @@ from dara.tiny.policy import decode_responses, load_policy, policy_digest, rollo
 # What a resume state's minibatches were made of (`ppo_update`); a state without it came from the trainer that
 # shuffled responses of different prompts together, and its run starts over.
 MINIBATCH_LAYOUT = "whole prompt groups"
+# Which optimiser a resume state's moments come from; a state without it came from the unfused AdamW, whose square
+# root rounds otherwise (and by CPU), and its run starts over.
+OPTIMIZER = "AdamW, fused"
 
 
 @dataclass(frozen=True)
@@ -279,6 +282,10 @@ def train(run, *, policy: str | None = None, progress: bool = True,
         print(f"{state_path} predates minibatches of whole prompt groups; training this run from step 0",
               file=sys.stderr)
         state = None
+    if state is not None and state.get("optimizer_kind") != OPTIMIZER:
+        # written with the unfused AdamW: resuming would train one run with two optimisers, so start over
+        print(f"{state_path} predates the fused AdamW; training this run from step 0", file=sys.stderr)
+        state = None
     if state is not None and state.get("dispatch") != kernels:
         # a killed run's state from another kernel dispatch (the workflow reruns a job whose pin changed): resuming
         # would train one run in two roundings, so start over
@@ -319,7 +326,7 @@ def train(run, *, policy: str | None = None, progress: bool = True,
             save_policy(model, tokenizer, out / "checkpoints" / f"step{step}")
         if step % args.state_every == 0 and step > start:
             state = {"args": config, "dispatch": kernels, "step": step, "rows": rows, "rollouts": rollouts,
-                     "minibatch_layout": MINIBATCH_LAYOUT,
+                     "minibatch_layout": MINIBATCH_LAYOUT, "optimizer_kind": OPTIMIZER,
                      "model": model.state_dict(),
                      "optimizer": optimizer.state_dict(), "torch_rng": torch.get_rng_state(),
                      "numpy_rng": np.random.get_state(), "python_rng": random.getstate(),

@@ -114,7 +114,9 @@ def trl_config(run, args: TrainSettings, output_dir: str | Path, progress: bool 
         # dara.tiny.trainer.learning_rate's schedule: transformers' constant one, with its linear warm-up from 0
         lr_scheduler_type="constant_with_warmup" if args.lr_warmup_updates else "constant",
         warmup_steps=args.lr_warmup_updates,
-        optim="adamw_torch", max_grad_norm=args.max_grad_norm, epsilon=args.clip_ratio, beta=args.kl_coef,
+        # fused, as the tiny trainer's: its kernel takes the exact square root, torch.sqrt depends on the CPU
+        # (dara.advantages.exact_sqrt)
+        optim="adamw_torch_fused", max_grad_norm=args.max_grad_norm, epsilon=args.clip_ratio, beta=args.kl_coef,
         # the tiny trainer's (and verl's) KL loss: k3 of the current policy to the reference, not weighted by the
         # importance ratio as TRL 1.16 does by default, which changes the KL gradient even on-policy
         use_bias_correction_kl=False,
