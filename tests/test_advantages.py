@@ -11,7 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dara.advantages import METHODS, compute_advantages, shuffle_permutation
+from dara.advantages import METHODS, compute_advantages, exact_sqrt, shuffle_permutation
 from dara.advantages_loop import loop_advantages
 
 torch.set_num_threads(1)
@@ -368,3 +368,19 @@ def test_shuffled_advantages_carry_no_information_about_the_own_rewards():
     # one batch's correlation has a spread of about 1/sqrt(64); over 200 batches the mean's is below 0.01
     assert abs(np.mean(correlations["shuffled"])) < 0.04
     assert np.mean(correlations["gdpo"]) > 0.5
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_exact_sqrt_is_correctly_rounded_where_torch_sqrt_is_not(dtype):
+    """The estimators' square root: correctly rounded (the float64 result rounded once, for float32), with the input's
+    dtype and shape, strided and 0-d inputs included; ATen's CPU sqrt is not correctly rounded on these values (MKL's
+    vector math), which is why the estimators do not call it (tests/test_kernels.py: it also depends on the CPU)."""
+    values = torch.from_numpy(np.random.default_rng(0).random(20_000) * 10).to(dtype)
+    correct = np.sqrt(values.double().numpy()).astype(values.numpy().dtype)
+    root = exact_sqrt(values)
+    assert root.dtype == dtype and root.shape == values.shape
+    assert np.array_equal(root.numpy(), correct)
+    assert not np.array_equal(torch.sqrt(values).numpy(), correct)
+    assert np.array_equal(exact_sqrt(values[::3]).numpy(), correct[::3])
+    scalar = exact_sqrt(torch.tensor(2.0, dtype=dtype))
+    assert scalar.shape == () and scalar.item() == float(correct.dtype.type(math.sqrt(2.0)))

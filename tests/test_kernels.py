@@ -214,11 +214,14 @@ def test_an_emulated_intel_avx2_cpu_writes_the_same_bytes_under_the_pin(emulator
     optimisers were fused and the estimators' square root made exact, the warm starts differed here."""
     native = _train(tmp_path / "native", {}, pinned=True, matmul="openblas_attention")
     emulated = _train(tmp_path / "emulated", {}, pinned=True, matmul="openblas_attention", emulator=emulator)
+    # first, that the emulated CPU ran the pinned kernels (an emulator without AVX2 would fall back to others)
+    for record in (emulated["machine"], emulated["warm_start_machine"]):
+        assert record["dispatch"]["aten_cpu_capability"] == kernels.PINNED_CAPABILITY
+        assert record["dispatch"]["openblas_core"] == kernels.PIN["OPENBLAS_CORETYPE"]
     assert len(native["weights"]) == 3
     assert emulated["weights"] == native["weights"]
     pd.testing.assert_frame_equal(emulated["metrics"], native["metrics"], check_exact=True)
     assert emulated["rollouts"] == native["rollouts"]
-    assert emulated["machine"]["dispatch"]["aten_cpu_capability"] == kernels.PINNED_CAPABILITY
 
 
 SQUARE_ROOTS = textwrap.dedent("""
@@ -240,8 +243,10 @@ SQUARE_ROOTS = textwrap.dedent("""
 
 @pytest.mark.xdist_group("emulated_cpu")
 def test_torch_sqrt_depends_on_the_cpu_and_exact_sqrt_does_not(emulator):
-    """Why the comparison above can fail: ATen's CPU sqrt (MKL's vector math, pinned branch or not) leans on the
-    approximate reciprocal square root, so the emulated CPU gives other bytes; `exact_sqrt` gives the same."""
+    """Why the comparison above can fail: ATen's CPU sqrt (MKL's vector math, pinned branch or not) gives other bytes
+    on the emulated CPU, whose approximate reciprocal square root is exact; `exact_sqrt` gives the same. The first
+    half is a canary on how torch computes sqrt today: a torch that stops calling MKL for it fails it, and then the
+    workaround may go."""
     def digests(prefix: tuple[str, ...]) -> list[list[str]]:
         done = subprocess.run([*prefix, sys.executable, "-c", SQUARE_ROOTS], env=_environment({}, pinned=True),
                               capture_output=True, text=True, timeout=600, check=True)

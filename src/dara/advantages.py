@@ -296,7 +296,7 @@ def exact_sqrt(x: torch.Tensor) -> torch.Tensor:
     rounded (about 15 % of float32 and 1 % of float64 values off by an ulp, measured) and depends on the CPU's
     approximate reciprocal instructions, whose tables differ between Intel and AMD: the same inputs give other bytes
     on another CPU, kernel pin or not (docs/tiny_scale.md, "Machine dependence"). numpy's square root is the
-    instruction's, correct to the last bit everywhere. Elsewhere (a GPU) torch's is correctly rounded already.
+    instruction's, correct to the last bit everywhere. On CUDA torch's is correctly rounded already.
     """
     if x.device.type != "cpu":
         return torch.sqrt(x)
