@@ -13,7 +13,7 @@ PIP := $(VENV)/bin/python $(INSTALL)
 COMPILE = $(VENV)/bin/python -m compileall -qq -j 0 $(VENV)/lib || true
 CORES ?= all
 
-.PHONY: setup setup-test setup-bfcl reproduce replicate calibrate verl-cpu snapshot smoke test test-cluster bench bench-trainer profile-trainer bench-verl-cpu verl-cpu-rerun gpu-check gpu-bundle notebooks clean-envs
+.PHONY: setup setup-test setup-bfcl reproduce replicate calibrate verl-cpu snapshot smoke test test-cluster bench bench-trainer profile-trainer check-emulated-cpu bench-verl-cpu verl-cpu-rerun gpu-check gpu-bundle notebooks clean-envs
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -132,6 +132,15 @@ bench-trainer: $(VENV)/.cpu-stamp
 # bandwidth (docs/performance.md); uses results/tiny/policies/toolcall/warm_start0, or makes one (about a minute).
 profile-trainer: $(VENV)/.cpu-stamp
 	pin=$$($(VENV)/bin/python -m dara.kernels env) && env $$pin $(VENV)/bin/python -m benchmarks.profile_trainer --out docs/results/profile_trainer.md
+
+# results/tiny's warm start and runs rerun on an emulated Intel CPU with AVX2 and no AVX-512 (QEMU's user mode, Debian's
+# qemu-user, installed when missing: needs root), their bytes compared with the draw's (benchmarks/emulated_cpu.py;
+# docs/results/emulated_cpu.md): about 20 minutes on one core, after make reproduce.
+check-emulated-cpu: $(VENV)/.cpu-stamp
+	command -v qemu-x86_64 >/dev/null || { test "$$(id -u)" = 0 || { echo "qemu-x86_64 is missing: install \
+	  Debian's qemu-user (needs root)" >&2; exit 1; }; apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-user; }
+	$(VENV)/bin/python -m benchmarks.emulated_cpu --out docs/results/emulated_cpu.md
 
 # verl's CPU step with the batched hf rollout against one request at a time (about 10 minutes on 2 cores); builds
 # the verl_cpu scale's tool-calling data (warm start and verl data) first.

@@ -1,0 +1,254 @@
+"""Rerun jobs of a finished tiny draw on an emulated CPU of another type and vendor, and compare their bytes.
+
+Why: the kernel pin (`dara.kernels`) is meant to make a run write the same bytes on every x86-64 CPU with AVX2 and
+FMA, but one machine has one CPU type. QEMU's user-mode emulator (Debian's ``qemu-user``, 7.2 or later for AVX2)
+runs this machine's Python as another CPU, emulating every instruction: with ``-cpu Haswell`` an Intel CPU (vendor
+GenuineIntel) with AVX2 and FMA and no AVX-512, so ATen, MKL, OpenBLAS and numpy dispatch as they would there,
+vendor checks included. QEMU computes each IEEE operation to the bits any CPU gives, and the approximate reciprocal
+instructions (rcpps, rsqrtps), whose tables differ between Intel and AMD, to full float32 precision, as no CPU
+does: a result that depends on the vendor's dispatch or on those tables comes out different here. What it cannot
+show: a CPU whose IEEE arithmetic were wrong, or AVX-512 (QEMU 7.2 does not emulate it; under the pin no library
+takes it anyway).
+
+It reruns, pinned, under the emulator:
+- a warm start of the draw (`dara.tiny.warmstart`), compared with the draw's policy (weights and tokenizer);
+- runs of the draw (`dara.tiny.trainer`), each from the draw's own warm start, compared with the draw's run: metrics
+  (but the wall time), every rollout, the last checkpoint's weights.
+
+The rerun uses this checkout's code, so the check refuses a draw whose runs were trained by other code under
+``src/`` (a check of old bytes against new code says nothing about the CPU). Each emulated job's own record of its
+dispatch must say the pinned AVX2 kernels ran (an emulator without AVX2 would fall back to others); the jobs'
+``machine.json`` names the host's CPU, since QEMU's user mode passes the host's ``/proc/cpuinfo`` through.
+
+An emulated job takes about ten times as long as a native one (a toolcall warm start about 8 minutes, a run 2-5).
+``make check-emulated-cpu`` runs the default selection against ``results/tiny`` and writes
+``docs/results/emulated_cpu.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from dara import kernels
+from dara.experiments import load_experiment
+from dara.io import write_text_atomic
+from dara.provenance import git_revision, read_machine, read_revision
+from dara.runs import find_run_by_dir
+
+EMULATOR = "qemu-x86_64"
+DEFAULT_CPU = "Haswell"
+# What the page says a QEMU CPU model is (another model is named as it is)
+CPU_MODELS = {"Haswell": "an Intel CPU (vendor GenuineIntel) with AVX2 and FMA, no AVX-512",
+              "EPYC-Rome": "an AMD CPU (Zen 2) with AVX2 and FMA, no AVX-512"}
+# What the default check reruns (under --results): the headline task's first warm start, two of its runs, and a run
+# of the math task (the other claim task), each run from the draw's own warm start.
+DEFAULT_WARM_STARTS = ("toolcall/0",)
+DEFAULT_RUNS = ("runs/toolcall/dara_sym/G4/seed0", "runs/toolcall/gdpo/G4/seed0", "runs/math_length/dara_sym/G8/seed0")
+# Variables that would make the libraries imitate another CPU inside the emulated one (tests set them)
+IMITATIONS = ("MKL_ENABLE_INSTRUCTIONS", "MKL_DEBUG_CPU_TYPE")
+# An emulated job's ceiling: a stuck emulator fails the check instead of hanging it
+JOB_TIMEOUT_SECONDS = 3 * 3600
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _run_emulated(command: list[str], cpu: str, log: Path) -> float:
+    """``command`` (a Python module's) on the emulated CPU, pinned; its output in ``log``; the wall seconds."""
+    inherited = {key: value for key, value in os.environ.items() if key not in IMITATIONS}
+    environment = kernels.pinned_environment({**inherited, "OMP_NUM_THREADS": "1"})
+    start = time.monotonic()
+    with open(log, "w") as out:
+        done = subprocess.run([EMULATOR, "-cpu", cpu, sys.executable, *command], env=environment, stdout=out,
+                              stderr=subprocess.STDOUT, timeout=JOB_TIMEOUT_SECONDS)
+    if done.returncode != 0:
+        raise RuntimeError(f"{command[1]} failed on the emulated CPU (exit {done.returncode}); see {log}")
+    return time.monotonic() - start
+
+
+def _checked_dispatch(record: dict, where: Path) -> str:
+    """The kernels an emulated job's record says it ran, refused unless they are the pin's."""
+    dispatch = record["dispatch"]
+    ran = f"ATen {dispatch['aten_cpu_capability']}, OpenBLAS {dispatch['openblas_core']}"
+    if (dispatch["aten_cpu_capability"] != kernels.PINNED_CAPABILITY
+            or dispatch["openblas_core"] != kernels.PIN["OPENBLAS_CORETYPE"]):
+        raise RuntimeError(f"{where} ran {ran}, not the pinned kernels: does this emulator support AVX2 and FMA "
+                           f"(QEMU 7.2 or later)?")
+    return ran
+
+
+def _refuse_other_code(revision: str, what: str, allowed: bool = False) -> list[str]:
+    """Refuse a draw made by code other than this checkout's under src/ (its bytes would differ for that alone), unless
+    ``allowed``; returns the files of src/ that differ (for the page)."""
+    if not revision or revision == "unknown":
+        raise RuntimeError(f"{what} records no code revision: cannot tell whether this checkout's code made it")
+    diff = subprocess.run(["git", "diff", "--name-only", revision, "HEAD", "--", "src"], capture_output=True,
+                          text=True)
+    if diff.returncode != 0:
+        raise RuntimeError(f"{what} was made at {revision[:7]}, which is not in this checkout's history")
+    changed = diff.stdout.split()
+    if changed and not allowed:
+        raise RuntimeError(f"{what} was made at {revision[:7]}, whose src/ differs from this checkout's "
+                           f"({', '.join(changed)}): rerun make reproduce at this revision, check out that one, or "
+                           "pass --allow-other-code where the changes cannot touch the bytes (the page lists them)")
+    return changed
+
+
+def _last_checkpoint(run_dir: Path) -> str:
+    """The name of the run's last checkpoint folder (``step<N>``)."""
+    steps = sorted((run_dir / "checkpoints").glob("step*"), key=lambda path: int(path.name[4:]))
+    if not steps:
+        raise FileNotFoundError(f"{run_dir} has no checkpoints")
+    return steps[-1].name
+
+
+def check_warm_start(experiment: str, results: Path, task: str, index: int, work: Path, cpu: str,
+                     allow_other_code: bool = False) -> list[dict]:
+    """Rerun warm start ``index`` of ``task``; rows comparing its files with the draw's."""
+    drawn = results / "policies" / task / f"warm_start{index}"
+    if not (drawn / "warmstart.json").exists():
+        raise FileNotFoundError(f"{drawn} is not a finished warm start (run make reproduce first)")
+    revision = json.loads((drawn / "warmstart.json").read_text()).get("git_revision", {}).get("revision", "")
+    changed = _refuse_other_code(revision, str(drawn), allow_other_code)
+    out = work / "policies" / task / f"warm_start{index}"
+    command = ["-m", "dara.tiny.warmstart", "--experiment", experiment, "--task", task, "--warm-start", str(index),
+               "--out", str(out)]
+    seconds = _run_emulated(command, cpu, work / f"warm_start_{task}{index}.log")
+    ran = _checked_dispatch(json.loads((out / "warmstart.json").read_text())["machine"], out)
+    return [{"job": f"warm start {task}/{index}", "file": name, "draw": _sha256(drawn / name),
+             "emulated": _sha256(out / name), "seconds": seconds, "ran": ran, "draw_revision": revision,
+             "changed": changed}
+            for name in ("model.safetensors", "tokenizer.json")]
+
+
+def _metrics_digest(folder: Path) -> str:
+    """A hash of a run's metrics table but its wall time: values, index, column names and dtypes."""
+    frame = pd.read_parquet(folder / "metrics.parquet").drop(columns="seconds")
+    header = json.dumps([list(frame.columns), frame.dtypes.astype(str).tolist()]).encode()
+    return hashlib.sha256(pd.util.hash_pandas_object(frame, index=True).values.tobytes() + header).hexdigest()
+
+
+def check_run(experiment: dict, run_dir: str, work: Path, cpu: str, allow_other_code: bool = False) -> list[dict]:
+    """Rerun the run in ``run_dir`` from the draw's warm start into ``work``; rows comparing it with the draw's."""
+    drawn = find_run_by_dir(experiment, run_dir)
+    drawn_dir = Path(drawn.run_dir)
+    if not (drawn_dir / "metrics.parquet").exists():
+        raise FileNotFoundError(f"{drawn_dir} has no metrics.parquet (run make reproduce first)")
+    revision = read_revision(drawn_dir)
+    changed = _refuse_other_code(revision, str(drawn_dir), allow_other_code)
+    rerun = dataclasses.replace(drawn, results=str(work / "results"))
+    seconds = _run_emulated(["-m", "dara.tiny.trainer", "--no-progress", "--run", rerun.to_json(),
+                             "--policy", str(drawn.policy_dir)], cpu, work / f"{drawn.name}.log")
+    rerun_dir = Path(rerun.run_dir)
+    ran = _checked_dispatch(read_machine(rerun_dir), rerun_dir)
+    last = _last_checkpoint(drawn_dir)
+    if _last_checkpoint(rerun_dir) != last:
+        raise RuntimeError(f"{rerun_dir}'s last checkpoint is {_last_checkpoint(rerun_dir)}, the draw's {last}")
+    weights = f"checkpoints/{last}/model.safetensors"
+    compared = [("metrics.parquet (all but seconds)", _metrics_digest(drawn_dir), _metrics_digest(rerun_dir)),
+                ("rollouts.parquet", _sha256(drawn_dir / "rollouts.parquet"), _sha256(rerun_dir / "rollouts.parquet")),
+                (weights, _sha256(drawn_dir / weights), _sha256(rerun_dir / weights))]
+    return [{"job": f"run {drawn.name}", "file": name, "draw": draw, "emulated": emulated, "seconds": seconds,
+             "ran": ran, "draw_revision": revision, "changed": changed} for name, draw, emulated in compared]
+
+
+def render(rows: list[dict], cpu: str, command: str) -> str:
+    """The Markdown page: what ran, each file's two hashes, and the verdict."""
+    here = git_revision()
+    draw_revisions = sorted({row["draw_revision"][:7] for row in rows if row.get("draw_revision")}) or ["unknown"]
+    changed = sorted({name for row in rows for name in row.get("changed", ())})
+    code = ("whose `src/` is this checkout's" if not changed else
+            f"whose `src/` differs from this checkout's in {', '.join(f'`{name}`' for name in changed)} "
+            "(run with --allow-other-code: changes taken not to touch the bytes)")
+    same = sum(row["draw"] == row["emulated"] for row in rows)
+    machine = kernels.cpu()
+    lines = [
+        "# The draw's bytes on an emulated CPU of another type and vendor",
+        "",
+        f"Written by `{command}` (`benchmarks/emulated_cpu.py`) on {datetime.date.today().isoformat()}, code at "
+        f"revision {here['revision'][:7]}{' (with uncommitted edits)' if here['dirty'] else ''}; the draw's jobs "
+        f"ran at {', '.join(draw_revisions)}, {code}. Host: {machine['model_name']} "
+        f"({machine['vendor']}), Python {platform.python_version()}. Emulated: QEMU user mode, `-cpu {cpu}` "
+        f"({CPU_MODELS.get(cpu, 'as QEMU defines it')}), every job under the kernel pin, one thread; each emulated "
+        "job's record says which kernels it ran (the last column). QEMU gives every IEEE operation the bits any CPU "
+        "gives, and the approximate reciprocal instructions (rcpps, rsqrtps, whose tables differ between Intel and "
+        "AMD) full float32 precision, as no CPU does: a byte that depends on the vendor's dispatch or on those "
+        "tables differs here. The emulated jobs' `machine.json` names the host's CPU (QEMU's user mode passes the "
+        "host's `/proc/cpuinfo` through); the libraries see the emulated one.",
+        "",
+        f"**{same} of {len(rows)} files byte-identical** to the draw's"
+        + (": the pinned jobs wrote the same bytes on the emulated CPU." if same == len(rows) else
+           ": the pin does not cover everything these jobs compute (the rows marked below)."),
+        "",
+        "| job | file | same bytes | draw (SHA-256) | emulated (SHA-256) | emulated job's wall time (s) "
+        "| kernels run |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        equal = "yes" if row["draw"] == row["emulated"] else "**no**"
+        lines.append(f"| {row['job']} | {row['file']} | {equal} | `{row['draw'][:16]}` | `{row['emulated'][:16]}` | "
+                     f"{row['seconds']:.0f} | {row['ran']} |")
+    lines += ["", "A run reruns from the draw's own warm start, so its rows test the trainer alone; the warm start's "
+              "rows test the supervised training. Metrics are compared as a hash of every column but the wall time "
+              "(values, names and dtypes)."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--experiment", default="tiny", help="the draw's scale (default tiny)")
+    parser.add_argument("--results", default="results/tiny", help="the draw's results folder (default: %(default)s)")
+    parser.add_argument("--warm-start", nargs="*", default=list(DEFAULT_WARM_STARTS), metavar="TASK/K",
+                        help="warm starts to rerun (default: %(default)s)")
+    parser.add_argument("--run-dir", nargs="*", default=None,
+                        help=f"run folders to rerun (default: {', '.join(DEFAULT_RUNS)} under --results)")
+    parser.add_argument("--cpu", default=DEFAULT_CPU, help="QEMU's CPU model (default: %(default)s)")
+    parser.add_argument("--work", default=None, help="folder for the emulated jobs (default: a fresh one in /tmp)")
+    parser.add_argument("--out", default=None, help="the Markdown page (default: print it)")
+    parser.add_argument("--allow-other-code", action="store_true",
+                        help="check a draw whose src/ differs from this checkout's (the page lists the files)")
+    args = parser.parse_args(argv)
+    if shutil.which(EMULATOR) is None:
+        parser.error(f"{EMULATOR} is missing: install Debian's qemu-user (apt-get install qemu-user; needs root)")
+    for spec in args.warm_start:
+        if not spec.partition("/")[2].isdigit():
+            parser.error(f"--warm-start takes TASK/K (e.g. toolcall/0), got {spec!r}")
+    run_dirs = args.run_dir if args.run_dir is not None else [f"{args.results}/{run}" for run in DEFAULT_RUNS]
+    if not args.warm_start and not run_dirs:
+        parser.error("nothing to check: name a warm start or a run")
+    experiment = load_experiment(args.experiment)
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="emulated_cpu_"))
+    work.mkdir(parents=True, exist_ok=True)
+    rows: list[dict] = []
+    for spec in args.warm_start:
+        task, _, index = spec.partition("/")
+        rows += check_warm_start(args.experiment, Path(args.results), task, int(index), work, args.cpu,
+                                 args.allow_other_code)
+    for run_dir in run_dirs:
+        rows += check_run(experiment, run_dir, work, args.cpu, args.allow_other_code)
+    command = "python -m benchmarks.emulated_cpu " + " ".join(argv if argv is not None else sys.argv[1:])
+    page = render(rows, args.cpu, command.strip())
+    if args.out:
+        write_text_atomic(args.out, page)
+    else:
+        print(page, end="")
+    return 0 if all(row["draw"] == row["emulated"] for row in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
