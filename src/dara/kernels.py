@@ -1,5 +1,5 @@
 """The CPU kernel dispatch every job runs under: one pin, so that a tiny run writes the same bytes on every CPU that
-runs it pinned (shown for AMD CPUs with AVX2 and with AVX-512; an Intel CPU is not yet confirmed: below).
+runs it pinned (checked natively on an AMD CPU with AVX-512 and emulated on an Intel CPU with AVX2: below).
 
 PyTorch's CPU build picks its float kernels from the CPU it runs on, in two libraries the tiny policy goes through
 (its fp32 linear layers, attention, softmax, norms and optimiser: MKL's SGEMM and ATen's vectorised kernels; oneDNN
@@ -13,15 +13,20 @@ which the libraries read once, when torch (numpy) is imported (setting them late
     every x86-64 CPU of the last decade has (every AVX-512 CPU has it too), and its kernels are the same code on Intel
     and AMD. On the AVX-512 AMD CPU type it costs nothing (the trainer's step 0.97x as long).
 ``MKL_CBWR=COMPATIBLE``
-    MKL's code branch (the GEMMs of every linear layer, forward and backward, and of attention; its vector math,
-    which ``torch.exp`` uses). Unpinned, MKL dispatches by vendor and ISA: AVX-512 kernels on an AVX-512 Intel CPU,
-    one AMD path on any AMD CPU. ``COMPATIBLE`` (SSE2 without the approximate rcpps/rsqrtps) is MKL's one branch
-    documented to give the same results on Intel and non-Intel CPUs; a named branch such as ``AVX2`` is honoured on
-    Intel only (on AMD MKL silently takes its automatic branch, `_mkl_branch` reads ``AUTO``). Its reproducible
-    mode also fixes MKL's cache blocking and reductions; with one thread (the jobs' ``OMP_NUM_THREADS=1``)
-    ``,STRICT`` gave the same bytes. This was the pin's whole cost: SSE2 GEMMs made the trainer's step 1.5x as long
-    on the AVX-512 AMD CPU type (warm starts alike), until the policies' linear layers moved to OpenBLAS (below);
-    attention's products and everything else MKL computes still take this branch.
+    MKL's code branch (torch's GEMMs; its vector math, which ATen's ``exp``, ``log``, ``sqrt``, ``cos`` and others
+    of a float tensor call). Unpinned, MKL dispatches by vendor and ISA: AVX-512 kernels on an AVX-512 Intel CPU,
+    one AMD path on any AMD CPU. ``COMPATIBLE`` (SSE2) is MKL's one branch documented to give the same results on
+    Intel and non-Intel CPUs; a named branch such as ``AVX2`` is honoured on Intel only (on AMD MKL silently takes
+    its automatic branch, `_mkl_branch` reads ``AUTO``). Of the functions tested, one escapes it: the vector square
+    root apparently starts from the approximate reciprocal square root (rsqrtps), whose tables differ between Intel
+    and AMD, so ``torch.sqrt`` of a CPU float tensor is not correctly rounded (about 15 % of float32 values off by
+    an ulp) and can give other bytes on another vendor's CPU, pin or not (it does under emulation, below). Nothing a
+    tiny job computes calls it: AdamW is fused (its kernel takes the exact square root) and the estimators use
+    `dara.advantages.exact_sqrt`. MKL's reproducible mode also fixes its cache blocking and reductions; with one
+    thread (the jobs' ``OMP_NUM_THREADS=1``) ``,STRICT`` gave the same bytes. This was the pin's whole cost: SSE2
+    GEMMs made the trainer's step 1.5x as long on the AVX-512 AMD CPU type (warm starts alike), until the policies'
+    linear layers moved to OpenBLAS (below); attention's products and everything else MKL computes still take this
+    branch.
 ``ONEDNN_MAX_CPU_ISA=AVX2``
     oneDNN picks its JIT kernels (AVX-512, AMX) by CPU too. No op of the tiny policy runs in oneDNN
     (``ONEDNN_VERBOSE=1`` shows no primitive), so this only caps what a future op (a convolution, a reduced-precision
@@ -46,10 +51,16 @@ which the libraries read once, when torch (numpy) is imported (setting them late
 Measured on the AVX-512 AMD CPU type (Zen 4), with MKL's vendor check answered "Intel" (a preloaded
 ``mkl_serv_intel_cpu_true``), which reproduced the Intel Xeon's unpinned step-0 rates in every printed digit: under
 the pin the three warm starts (toolcall, math_length, act_critic) were byte-identical either way; unpinned they
-differ. ATen's AVX2 with MKL's AMD path on Zen 4 reproduced the AVX2 AMD CPU type's (Zen 3) step-0 table. Not yet
-confirmed on a real Intel CPU: step-0 rates reported from an Intel Xeon (AVX-512, AMX) under these three variables
-(toolcall correctness -1.272, act_critic accuracy 0.047 at density 0.34) differ from the pinned ones here (-1.296,
-0.062 at 0.41; math_length equal); that machine's ``machine.json`` and warm-start hashes would say why.
+differ. ATen's AVX2 with MKL's AMD path on Zen 4 reproduced the AVX2 AMD CPU type's (Zen 3) step-0 table. Step-0
+rates reported from an Intel Xeon (AVX-512, AMX) under these three variables (toolcall correctness -1.272,
+act_critic accuracy 0.047 at density 0.34) differed from the pinned ones here (-1.296, 0.062 at 0.41; math_length
+equal). A plausible cause (unconfirmed on a Xeon) was found under emulation: QEMU's user mode with its Haswell model
+(an Intel CPU with AVX2, no AVX-512) runs every library's vendor and ISA dispatch as on such a CPU and computes
+rsqrtps to full precision, as no CPU does. There a pinned warm start gave other weights than natively, and of the
+operations the tiny policy uses only ``torch.sqrt`` (AdamW's, then unfused) differed. With AdamW fused and the
+estimators' square root exact, a warm start and runs of the draw write the same bytes natively and emulated
+(tests/test_kernels.py; ``make check-emulated-cpu`` reruns the draw's own jobs, docs/results/emulated_cpu.md). A
+real Intel CPU has not run the pinned pipeline since.
 
 ``DARA_PIN_KERNELS=1`` rides with the pin: it marks a process that must be pinned. The workflow exports the pin
 and the marker in front of every job (``workflow/rules/common.smk``'s ``shell.prefix``, from `shell_exports`), and
