@@ -135,7 +135,7 @@ profile-trainer: $(VENV)/.cpu-stamp
 
 # results/tiny's warm start and runs rerun on an emulated Intel CPU with AVX2 and no AVX-512 (QEMU's user mode, Debian's
 # qemu-user, installed when missing: needs root), their bytes compared with the draw's (benchmarks/emulated_cpu.py;
-# docs/results/emulated_cpu.md): about 20 minutes on one core, after make reproduce.
+# docs/results/emulated_cpu.md): one to two hours on one core, after make reproduce.
 check-emulated-cpu: $(VENV)/.cpu-stamp
 	command -v qemu-x86_64 >/dev/null || { test "$$(id -u)" = 0 || { echo "qemu-x86_64 is missing: install \
 	  Debian's qemu-user (needs root)" >&2; exit 1; }; apt-get update -qq && \

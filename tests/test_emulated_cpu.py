@@ -40,6 +40,15 @@ def test_a_native_rerun_of_the_smoke_draw_matches_it_file_by_file(smoke_results,
     assert (tmp_path / "work" / "results" / "smoke" / "runs" / "toolcall" / "dara_sym" / "G4" / "seed0"
             / "metrics.parquet").exists()
     assert (tmp_path / "work" / "policies" / "toolcall" / "warm_start0" / "model.safetensors").exists()
+    # a second call with the same --work reuses the finished warm start instead of emulating it again
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("the finished warm start was emulated again")
+
+    monkeypatch.setattr(emulated_cpu, "_run_emulated", must_not_run)
+    rows = emulated_cpu.check_warm_start("smoke", ROOT / "results" / "smoke", "toolcall", 0, tmp_path / "work",
+                                         "Haswell")
+    assert all(row["draw"] == row["emulated"] for row in rows) and len(rows) == 2
 
 
 def test_a_differing_file_fails_the_check_and_is_marked(monkeypatch, tmp_path, capsys):
