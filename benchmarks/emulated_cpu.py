@@ -62,6 +62,8 @@ DEFAULT_WARM_STARTS = ("toolcall/0",)
 DEFAULT_RUNS = ("runs/toolcall/dara_sym/G4/seed0", "runs/math_length/dara_sym/G8/seed0")
 # Variables that would make the libraries imitate another CPU inside the emulated one (tests set them)
 IMITATIONS = ("MKL_ENABLE_INSTRUCTIONS", "MKL_DEBUG_CPU_TYPE")
+# The checkout whose code reruns the jobs (git runs there whatever the working directory)
+REPOSITORY = Path(__file__).resolve().parents[1]
 # An emulated job's ceiling: a stuck emulator fails the check instead of hanging it
 JOB_TIMEOUT_SECONDS = 3 * 3600
 
@@ -101,7 +103,7 @@ def _refuse_other_code(revision: str, what: str, allowed: bool = False) -> list[
     if not revision or revision == "unknown":
         raise RuntimeError(f"{what} records no code revision: cannot tell whether this checkout's code made it")
     diff = subprocess.run(["git", "diff", "--name-only", revision, "HEAD", "--", "src"], capture_output=True,
-                          text=True)
+                          text=True, cwd=REPOSITORY)
     if diff.returncode != 0:
         raise RuntimeError(f"{what} was made at {revision[:7]}, which is not in this checkout's history")
     changed = diff.stdout.split()
@@ -110,14 +112,6 @@ def _refuse_other_code(revision: str, what: str, allowed: bool = False) -> list[
                            f"({', '.join(changed)}): rerun make reproduce at this revision, check out that one, or "
                            "pass --allow-other-code where the changes cannot touch the bytes (the page lists them)")
     return changed
-
-
-def _last_checkpoint(run_dir: Path) -> str:
-    """The name of the run's last checkpoint folder (``step<N>``)."""
-    steps = sorted((run_dir / "checkpoints").glob("step*"), key=lambda path: int(path.name[4:]))
-    if not steps:
-        raise FileNotFoundError(f"{run_dir} has no checkpoints")
-    return steps[-1].name
 
 
 def check_warm_start(experiment: str, results: Path, task: str, index: int, work: Path, cpu: str,
@@ -164,10 +158,7 @@ def check_run(experiment: dict, run_dir: str, work: Path, cpu: str, allow_other_
                              "--policy", str(drawn.policy_dir)], cpu, work / f"{drawn.name}.log")
     rerun_dir = Path(rerun.run_dir)
     ran = _checked_dispatch(read_machine(rerun_dir), rerun_dir)
-    last = _last_checkpoint(drawn_dir)
-    if _last_checkpoint(rerun_dir) != last:
-        raise RuntimeError(f"{rerun_dir}'s last checkpoint is {_last_checkpoint(rerun_dir)}, the draw's {last}")
-    weights = f"checkpoints/{last}/model.safetensors"
+    weights = f"checkpoints/step{drawn.checkpoint_steps[-1]}/model.safetensors"  # the last, the run's settings say
     compared = [("metrics.parquet (all but seconds)", _metrics_digest(drawn_dir), _metrics_digest(rerun_dir)),
                 ("rollouts.parquet", _sha256(drawn_dir / "rollouts.parquet"), _sha256(rerun_dir / "rollouts.parquet")),
                 (weights, _sha256(drawn_dir / weights), _sha256(rerun_dir / weights))]

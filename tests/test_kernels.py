@@ -5,7 +5,6 @@ is not stops, naming the variable; every run's provenance and every warm start r
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -14,7 +13,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from benchmarks import emulated_cpu
 from dara import kernels, provenance
+from debian_packages import ensure_debian_packages
 
 TESTS = Path(__file__).resolve().parent
 
@@ -38,7 +39,8 @@ NATIVE = ({"avx512": {"ATEN_CPU_CAPABILITY": "avx512", "MKL_ENABLE_INSTRUCTIONS"
            "sse": {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
                    "ONEDNN_MAX_CPU_ISA": "SSE41", "OPENBLAS_CORETYPE": "Prescott", **NUMPY_SSE}})
 # What computes the tiny policy's products (dara.tiny.gemm): its linear layers' library and its attention's.
-PRODUCTS = {"torch": ("torch", "sdpa"), "openblas": ("openblas", "sdpa"), "openblas_attention": ("openblas", "openblas")}
+PRODUCTS = {"torch": ("torch", "sdpa"), "openblas": ("openblas", "sdpa"),
+            "openblas_attention": ("openblas", "openblas")}
 MATMULS = tuple(PRODUCTS)
 
 # A warm start (60 supervised steps of a 1-layer policy) and 2 RL steps from it, in a fresh process: seconds.
@@ -170,8 +172,8 @@ NUMPY_MATH = textwrap.dedent("""
 
 
 def _numpy_math(extra: dict[str, str], *, pinned: bool) -> str:
-    done = subprocess.run([sys.executable, "-c", NUMPY_MATH], env=_environment(extra, pinned=pinned), capture_output=True, text=True, timeout=60,
-                          check=True)
+    done = subprocess.run([sys.executable, "-c", NUMPY_MATH], env=_environment(extra, pinned=pinned),
+                          capture_output=True, text=True, timeout=60, check=True)
     return done.stdout.strip()
 
 
@@ -184,26 +186,16 @@ def test_the_pin_gives_numpy_math_the_same_bytes_on_both_cpu_types():
     assert len(set(native.values())) == 2
 
 
-# An Intel CPU without AVX-512, emulated instruction by instruction: QEMU's user-mode emulator with its Haswell model
-# (vendor GenuineIntel; AVX2 and FMA, no AVX-512), so every library dispatches as on such a CPU, its vendor checks
-# included. QEMU computes every IEEE operation to the same bits as any CPU, and the approximate reciprocal
-# instructions (rcpps, rsqrtps), whose tables differ between Intel and AMD, exactly, as no CPU does: a byte that
-# depends on the vendor's dispatch or on those tables differs between this process and a native one.
-EMULATED_INTEL_AVX2 = ("qemu-x86_64", "-cpu", "Haswell")
-QEMU_PACKAGE = "qemu-user"
+# An Intel CPU without AVX-512, emulated: QEMU's user mode with its Haswell model, as make check-emulated-cpu runs a
+# draw's jobs (benchmarks/emulated_cpu.py says what it shows: a byte that depends on the vendor's dispatch or on the
+# approximate reciprocal instructions differs between this process and a native one).
+EMULATED_INTEL_AVX2 = (emulated_cpu.EMULATOR, "-cpu", emulated_cpu.DEFAULT_CPU)
 
 
 @pytest.fixture(scope="module")
 def emulator() -> tuple[str, ...]:
     """The emulator's command, its Debian package installed when missing (as tests/cluster installs Slurm)."""
-    if shutil.which(EMULATED_INTEL_AVX2[0]) is None:
-        if os.geteuid() != 0:
-            raise RuntimeError(f"the emulated-CPU tests need {EMULATED_INTEL_AVX2[0]} (Debian package {QEMU_PACKAGE}); "
-                               "installing it needs root")
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", QEMU_PACKAGE], check=True,
-                       env=env)
+    ensure_debian_packages((emulated_cpu.EMULATOR,), ("qemu-user",), "the emulated-CPU tests")
     return EMULATED_INTEL_AVX2
 
 

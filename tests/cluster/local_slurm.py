@@ -24,6 +24,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# tests/ holds the shared helper; under pytest it is on the path already, run as a script it is not
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from debian_packages import ensure_debian_packages  # noqa: E402
+
 PACKAGES = ("slurm-wlm", "slurmdbd", "munge", "mariadb-server")
 BINARIES = ("slurmctld", "slurmd", "slurmdbd", "munged", "mungekey", "mariadbd", "mariadb-install-db", "sbatch",
             "sacctmgr")
@@ -54,16 +58,7 @@ class Partition:
 
 def ensure_packages() -> None:
     """Install the Debian packages when a binary is missing (idempotent: nothing runs when all are there)."""
-    missing = [binary for binary in BINARIES if shutil.which(binary) is None
-               and not Path("/usr/sbin", binary).exists()]
-    if not missing:
-        return
-    if os.geteuid() != 0:
-        raise RuntimeError(f"the local Slurm cluster needs {', '.join(missing)} (Debian packages "
-                           f"{' '.join(PACKAGES)}); installing them needs root")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
-    subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *PACKAGES], check=True, env=env)
+    ensure_debian_packages(BINARIES, PACKAGES, "the local Slurm cluster")
 
 
 def free_ports(count: int) -> list[int]:
