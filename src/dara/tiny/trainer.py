@@ -60,6 +60,10 @@ MINIBATCH_LAYOUT = "whole prompt groups"
 # Which optimiser a resume state's moments come from; a state without it came from the unfused AdamW, whose square
 # root rounds otherwise (and by CPU), and its run starts over.
 OPTIMIZER = "AdamW, fused"
+# What a resume state records about the trainer that wrote it: key -> (this trainer's value, what an older state
+# predates). A state whose value differs is not resumed: the run would mix two trainers.
+STATE_MARKERS = {"minibatch_layout": (MINIBATCH_LAYOUT, "minibatches of whole prompt groups"),
+                 "optimizer_kind": (OPTIMIZER, "the fused AdamW")}
 
 
 @dataclass(frozen=True)
@@ -276,16 +280,12 @@ def train(run, *, policy: str | None = None, progress: bool = True,
         # written before runs kept rollouts.parquet: resuming would leave its first steps out, so start over
         print(f"{state_path} predates rollouts.parquet; training this run from step 0", file=sys.stderr)
         state = None
-    if state is not None and state.get("minibatch_layout") != MINIBATCH_LAYOUT:
-        # written by the trainer whose minibatches mixed responses of different prompts: resuming would make a run
-        # of two minibatch layouts (and two random streams), so start over
-        print(f"{state_path} predates minibatches of whole prompt groups; training this run from step 0",
-              file=sys.stderr)
-        state = None
-    if state is not None and state.get("optimizer_kind") != OPTIMIZER:
-        # written with the unfused AdamW: resuming would train one run with two optimisers, so start over
-        print(f"{state_path} predates the fused AdamW; training this run from step 0", file=sys.stderr)
-        state = None
+    for key, (value, predated) in STATE_MARKERS.items():
+        if state is not None and state.get(key) != value:
+            # written by an earlier trainer (other minibatches, another optimiser): resuming would make one run of
+            # two trainers (and two random streams), so start over
+            print(f"{state_path} predates {predated}; training this run from step 0", file=sys.stderr)
+            state = None
     if state is not None and state.get("dispatch") != kernels:
         # a killed run's state from another kernel dispatch (the workflow reruns a job whose pin changed): resuming
         # would train one run in two roundings, so start over
@@ -326,7 +326,7 @@ def train(run, *, policy: str | None = None, progress: bool = True,
             save_policy(model, tokenizer, out / "checkpoints" / f"step{step}")
         if step % args.state_every == 0 and step > start:
             state = {"args": config, "dispatch": kernels, "step": step, "rows": rows, "rollouts": rollouts,
-                     "minibatch_layout": MINIBATCH_LAYOUT, "optimizer_kind": OPTIMIZER,
+                     **{key: value for key, (value, _) in STATE_MARKERS.items()},
                      "model": model.state_dict(),
                      "optimizer": optimizer.state_dict(), "torch_rng": torch.get_rng_state(),
                      "numpy_rng": np.random.get_state(), "python_rng": random.getstate(),
