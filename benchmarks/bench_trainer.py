@@ -109,12 +109,14 @@ def supervised_seconds(spec: dict) -> list[float]:
 
     The loop restates `dara.tiny.warmstart.warm_start`'s step (batch, loss, clipping, AdamW; no schedule) rather than
     calling it: the old revision measured here has no step function of its own, only ``supervised_batch`` and
-    ``sft_loss``, which both sides call."""
+    ``sft_loss``, which both sides call, and the optimiser, each side's own (``sft_optimizer`` where the revision
+    has it)."""
     import numpy as np
     import torch
 
     from dara.tasks import get_task
     from dara.tiny.policy import load_policy
+    from dara.tiny import warmstart
     from dara.tiny.warmstart import sft_loss, supervised_batch
 
     sft = spec["sft"]
@@ -124,7 +126,11 @@ def supervised_seconds(spec: dict) -> list[float]:
     items = task.items("train", sft["corpus_items"], seed=0)
     prompts = [item["prompt"] for item in items]
     prompt_ids = dict(zip(prompts, tokenizer(prompts, add_special_tokens=False)["input_ids"]))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=sft["learning_rate"], weight_decay=0.0)
+    # the revision's own warm-start optimiser where it names one (the fused AdamW); before that, AdamW as its warm
+    # start built it (unfused)
+    make_optimizer = getattr(warmstart, "sft_optimizer", None)
+    optimizer = (make_optimizer(model.parameters(), sft["learning_rate"]) if make_optimizer is not None
+                 else torch.optim.AdamW(model.parameters(), lr=sft["learning_rate"], weight_decay=0.0))
     rng = np.random.default_rng([0, 1])
     torch.manual_seed(0)
     seconds = []

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from dara.tiny.decoder import LeanDecoder
+from dara.tiny import gemm
+from dara.tiny.decoder import LeanDecoder, rotated_queries_and_keys
 from dara.tiny.policy import _nucleus, build_model, rollout, train_tokenizer
 
 torch.set_num_threads(1)
@@ -83,6 +84,34 @@ def test_configurations_it_does_not_implement_are_refused():
         LeanDecoder(model, 1, 4)
     with pytest.raises(ValueError, match="float32 only"):
         LeanDecoder(_model().double(), 1, 4)
+
+
+@pytest.mark.parametrize("kv_heads", [1, 2, 4])
+def test_rotating_queries_and_keys_together_gives_hugging_faces_rotary_bit_for_bit(kv_heads):
+    """The sampler rotates q and k in one pass; the numbers must be apply_rotary_pos_emb's exactly (the sampler's
+    draws and log-probs are compared byte for byte across revisions and CPUs), not merely close."""
+    from transformers.models.qwen2.modeling_qwen2 import apply_rotary_pos_emb
+
+    model = _model(kv_heads=kv_heads)
+    rows, new, heads, head_dim = 3, 5, 4, 8
+    generator = torch.Generator().manual_seed(2)
+    qk = torch.randn(rows, new, (heads + kv_heads) * head_dim, generator=generator) * 3
+    positions = torch.randint(0, 40, (rows, new), generator=generator)
+    cos, sin = model.model.rotary_emb(qk, positions)
+    q, k = rotated_queries_and_keys(qk, cos[:, :, None], sin[:, :, None], heads, head_dim)
+    split = qk.view(rows, new, heads + kv_heads, head_dim).transpose(1, 2)
+    expected_q, expected_k = apply_rotary_pos_emb(split[:, :heads], split[:, heads:], cos, sin)
+    assert q.shape == expected_q.shape and k.shape == expected_k.shape
+    assert torch.equal(q, expected_q) and torch.equal(k, expected_k)
+
+
+def test_a_linear_module_whose_forward_is_not_the_decoders_map_is_refused():
+    """The decoder calls the linear maps as the policy's own modules would; a module of the other library (or any
+    other kind) would compute something else, so it is refused rather than bypassed."""
+    model = _model()  # torch's products: nn.Linear, F.linear
+    model.model.layers[1].mlp.down_proj.__class__ = gemm.OpenBlasLinear
+    with pytest.raises(ValueError, match="OpenBlasLinear"):
+        LeanDecoder(model, 1, 4)
 
 
 def test_the_nucleus_keeps_the_smallest_top_set_reaching_top_p():

@@ -7,11 +7,13 @@ trainer before this decoder).
 
 What is written by hand is the layer wiring (normalise, project, rotate, append to the cache, attend, project back,
 gated MLP), with fewer and larger calls than the modules make: q/k/v and gate/up as one matrix each, the rotary
-table computed once, torch's fused RMSNorm, and attention as two batched matrix products instead of
-``scaled_dot_product_attention`` (whose fixed cost dominates for one query over a ~100-token cache). The weights,
-the rotary frequencies, ``apply_rotary_pos_emb``, the embedding and the LM head are Hugging Face's. ``tests/test_tiny_decoder.py`` checks the
-logits against ``model(...)`` on left-padded batches, and the trainer's tests check that the sampler's
-log-probabilities equal a fresh Hugging Face forward. `LeanDecoder` refuses configurations it does not implement
+table computed once and applied to the query and key heads in one pass, torch's fused RMSNorm, the other linear maps
+called as their modules' own forward calls them (without nn.Module's call machinery), and attention as two batched
+matrix products instead of ``scaled_dot_product_attention`` (whose fixed cost dominates for one query over a
+~100-token cache). The weights, the rotary frequencies and ``rotate_half``, the embedding and the LM head are
+Hugging Face's. ``tests/test_tiny_decoder.py`` checks the logits against ``model(...)`` on left-padded batches, and
+the trainer's tests check that the sampler's log-probabilities equal a fresh Hugging Face forward. `LeanDecoder`
+refuses configurations it does not implement
 (sliding windows, non-default RoPE, another architecture) instead of computing something else.
 """
 
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from transformers.models.qwen2.modeling_qwen2 import apply_rotary_pos_emb
+from transformers.models.qwen2.modeling_qwen2 import rotate_half
 
 from dara.tiny import gemm
 from dara.tiny.gemm import attention_of, linear_function
@@ -70,6 +72,11 @@ class LeanDecoder:
             self.qkv = [_stacked(layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj)
                         for layer in model.model.layers]
             self.gate_up = [_stacked(layer.mlp.gate_proj, layer.mlp.up_proj) for layer in model.model.layers]
+            # the other linear maps called directly, as the modules' own forward would (the same function:
+            # nn.Linear's F.linear, or OpenBlasLinear's openblas_linear), without nn.Module's call machinery
+            self.o_proj = [_weights(layer.self_attn.o_proj, self.linear) for layer in model.model.layers]
+            self.down_proj = [_weights(layer.mlp.down_proj, self.linear) for layer in model.model.layers]
+            self.lm_head = _weights(model.lm_head, self.linear)
 
     def select(self, rows: torch.Tensor) -> None:
         """Make the cache's rows these rows of the current ones (indices, in order, repeats allowed): the sampler
@@ -93,7 +100,8 @@ class LeanDecoder:
         if end > self.capacity:
             raise ValueError(f"the cache holds {self.capacity} positions; this call would fill {end}")
         hidden = core.embed_tokens(input_ids)
-        cos, sin = self.cos_table[position_ids], self.sin_table[position_ids]
+        # (rows, new, 1, head_dim): broadcast over the heads of the (rows, new, heads, head_dim) projections
+        cos, sin = self.cos_table[position_ids][:, :, None], self.sin_table[position_ids][:, :, None]
         # Who may attend to whom: real keys only, and no key after the query (causal within the new tokens).
         allowed = attention_mask.bool()[:, None, None, :]
         if new > 1:
@@ -115,11 +123,9 @@ class LeanDecoder:
         for index, layer in enumerate(core.layers):
             attention = layer.self_attn
             x = _rms_norm(layer.input_layernorm, hidden)
-            q, k, v = self.linear(x, *self.qkv[index]).split((q_width, kv_width, kv_width), dim=-1)
-            q = q.view(rows, new, heads, head_dim).transpose(1, 2)
-            k = k.view(rows, new, kv_heads, head_dim).transpose(1, 2)
-            v = v.view(rows, new, kv_heads, head_dim).transpose(1, 2)
-            q, k = apply_rotary_pos_emb(q, k, cos, sin)
+            qkv = self.linear(x, *self.qkv[index])
+            q, k = rotated_queries_and_keys(qkv[..., :q_width + kv_width], cos, sin, heads, head_dim)
+            v = qkv[..., q_width + kv_width:].view(rows, new, kv_heads, head_dim).transpose(1, 2)
             self.keys[index][:, :, start:end] = k
             self.values[index][:, :, start:end] = v
             keys = self.keys[index][:, :, :end].reshape(rows * kv_heads, end, head_dim)
@@ -134,12 +140,27 @@ class LeanDecoder:
             else:
                 scores = torch.baddbmm(bias, queries, keys.transpose(1, 2), alpha=attention.scaling)
                 out = torch.bmm(torch.softmax(scores, dim=-1), values).view(rows, heads, new, head_dim)
-            hidden = hidden + attention.o_proj(out.transpose(1, 2).reshape(rows, new, -1))
+            hidden = hidden + self.linear(out.transpose(1, 2).reshape(rows, new, -1), *self.o_proj[index])
             normed = _rms_norm(layer.post_attention_layernorm, hidden)
             gate, up = self.linear(normed, *self.gate_up[index]).chunk(2, dim=-1)
-            hidden = hidden + layer.mlp.down_proj(F.silu(gate) * up)
+            hidden = hidden + self.linear(F.silu(gate) * up, *self.down_proj[index])
         self.length = end
-        return self.model.lm_head(_rms_norm(core.norm, hidden[:, -1]))
+        return self.linear(_rms_norm(core.norm, hidden[:, -1]), *self.lm_head)
+
+
+def rotated_queries_and_keys(qk: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, heads: int,
+                             head_dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Hugging Face's rotary embedding (``apply_rotary_pos_emb``'s formula) of the query and key heads at once.
+
+    ``qk``: (rows, new, (heads + kv heads) x head_dim), the projections' query then key columns; ``cos``, ``sin``:
+    (rows, new, 1, head_dim). Returns q (rows, heads, new, head_dim) and k (rows, kv heads, new, head_dim), views of
+    one rotated tensor. The formula is elementwise (two products and a sum per element, no fused multiply-add), so
+    rotating both in one pass gives the numbers rotating them apart gives, bit for bit (tested), in half the calls.
+    """
+    rows, new = qk.shape[:2]
+    qk = qk.view(rows, new, -1, head_dim)
+    qk = (qk * cos) + (rotate_half(qk) * sin)
+    return qk[:, :, :heads].transpose(1, 2), qk[:, :, heads:].transpose(1, 2)
 
 
 def _stacked(*projections) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -150,6 +171,17 @@ def _stacked(*projections) -> tuple[torch.Tensor, torch.Tensor | None]:
         return weight, None
     return weight, torch.cat([bias if bias is not None else weight.new_zeros(p.out_features)
                               for bias, p in zip(biases, projections)])
+
+
+def _weights(linear, function) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Weight and bias of a linear module whose own forward is ``function`` (``F.linear`` for ``nn.Linear``,
+    `gemm.openblas_linear` for `gemm.OpenBlasLinear`), so that calling ``function`` on them computes what the module
+    would; any other module is refused."""
+    expected = gemm.OpenBlasLinear if function is gemm.openblas_linear else torch.nn.Linear
+    if type(linear) is not expected:
+        raise ValueError(f"LeanDecoder calls the policy's linear maps as {function.__name__}, which is "
+                         f"{expected.__name__}'s forward; got a {type(linear).__name__}")
+    return linear.weight, linear.bias
 
 
 def _rms_norm(norm, hidden: torch.Tensor) -> torch.Tensor:

@@ -40,15 +40,17 @@ def supervised_batch(tokenizer, task: Task, items: list[dict[str, Any]], rng: np
                else tokenizer(texts, add_special_tokens=False)["input_ids"])
     answers = tokenizer([task.demonstration(item, rng) + EOS for item in items], add_special_tokens=False)["input_ids"]
     width = max(len(p) + len(a) for p, a in zip(prompts, answers))
-    ids = torch.full((len(items), width), tokenizer.pad_token_id, dtype=torch.long)
-    attention = torch.zeros_like(ids)
-    loss_mask = torch.zeros_like(ids, dtype=torch.float32)
+    # filled in numpy, then shared with torch: the same values as filling torch tensors row by row, without a
+    # torch call per row (a few per cent of a supervised step)
+    ids = np.full((len(items), width), tokenizer.pad_token_id, dtype=np.int64)
+    attention = np.zeros_like(ids)
+    loss_mask = np.zeros(ids.shape, dtype=np.float32)
     for row, (p, a) in enumerate(zip(prompts, answers)):
         start = width - len(p) - len(a)
-        ids[row, start:] = torch.tensor(p + a)
+        ids[row, start:] = p + a
         attention[row, start:] = 1
         loss_mask[row, width - len(a):] = 1.0
-    return ids, attention, loss_mask[:, 1:]
+    return torch.from_numpy(ids), torch.from_numpy(attention), torch.from_numpy(loss_mask)[:, 1:]
 
 
 def sft_loss(policy, ids: torch.Tensor, attention: torch.Tensor, loss_mask: torch.Tensor) -> torch.Tensor:
@@ -58,6 +60,12 @@ def sft_loss(policy, ids: torch.Tensor, attention: torch.Tensor, loss_mask: torc
     as scoring every position, without the prompts' share of that work."""
     logp, _ = token_logprobs(policy, ids, attention, scored=loss_mask.bool())
     return -(logp * loss_mask).sum() / loss_mask.sum()
+
+
+def sft_optimizer(parameters, learning_rate: float) -> torch.optim.Optimizer:
+    """The warm start's optimiser: AdamW without weight decay, fused as the trainer's (`dara.tiny.trainer.train`
+    says why); benchmarks/bench_trainer.py times a supervised step with it."""
+    return torch.optim.AdamW(parameters, lr=learning_rate, weight_decay=0.0, fused=True)
 
 
 def step0_rates(model, tokenizer, task: Task, items: list[dict[str, Any]], group_size: int,
@@ -98,8 +106,7 @@ def warm_start(task_name: str, task_options: dict[str, Any], out: str | Path, *,
     tokenizer = train_tokenizer(task.corpus(corpus_items, seed=seed), vocab_size)
     policy = build_model(len(tokenizer), pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
                          matmul=matmul, attention=attention, **model)
-    # fused, as the trainer's (dara.tiny.trainer.train says why)
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=sft_learning_rate, weight_decay=0.0, fused=True)
+    optimizer = sft_optimizer(policy.parameters(), sft_learning_rate)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=sft_learning_rate, total_steps=sft_steps,
                                                    pct_start=0.1)
     policy.train()
