@@ -49,6 +49,25 @@ def test_a_native_rerun_of_the_smoke_draw_matches_it_file_by_file(smoke_results,
     rows = emulated_cpu.check_warm_start("smoke", ROOT / "results" / "smoke", "toolcall", 0, tmp_path / "work",
                                          "Haswell")
     assert all(row["draw"] == row["emulated"] for row in rows) and len(rows) == 2
+    # ... and the finished run, with the timing of its first call
+    experiment = emulated_cpu.load_experiment("smoke")
+    rows = emulated_cpu.check_run(experiment, "results/smoke/runs/toolcall/dara_sym/G4/seed0", tmp_path / "work",
+                                  "Haswell")
+    assert all(row["draw"] == row["emulated"] for row in rows) and len(rows) == 3
+    assert f"| {rows[0]['seconds']:.0f} |" in page
+
+
+def test_an_unfinished_emulated_run_starts_over(smoke_results, native_emulator, tmp_path, monkeypatch):
+    """A run folder without its timing (a check killed mid-run) is retrained from scratch, not reused."""
+    monkeypatch.chdir(ROOT)
+    experiment = emulated_cpu.load_experiment("smoke")
+    run_dir = "results/smoke/runs/toolcall/dara_sym/G4/seed0"
+    leftover = tmp_path / "work" / run_dir
+    leftover.mkdir(parents=True)
+    (leftover / "metrics.parquet").write_text("a file from a killed job")
+    rows = emulated_cpu.check_run(experiment, run_dir, tmp_path / "work", "Haswell")
+    assert all(row["draw"] == row["emulated"] for row in rows) and len(rows) == 3
+    assert (tmp_path / "work" / "toolcall-dara_sym-G4-seed0.seconds.json").exists()
 
 
 def test_a_differing_file_fails_the_check_and_is_marked(monkeypatch, tmp_path, capsys):
