@@ -13,16 +13,20 @@ takes it anyway).
 It reruns, pinned, under the emulator:
 - a warm start of the draw (`dara.tiny.warmstart`), compared with the draw's policy (weights and tokenizer);
 - runs of the draw (`dara.tiny.trainer`), each from the draw's own warm start, compared with the draw's run: metrics
-  (but the wall time), every rollout, the last checkpoint's weights.
+  (but the wall time), every rollout, the last checkpoint's weights;
+- the held-out evaluation of those runs (`dara.evaluation.tiny_heldout`) on the draw's own checkpoints, compared
+  file by file but for each file's provenance;
+- every analysis job of the workflow (the scripts under analysis/, as a forced dry run of the workflow lists them)
+  on the draw's runs and evaluations, compared on every table, figure data file and REPORT.md they write.
 
-The rerun uses this checkout's code, so the check refuses a draw whose runs were trained by other code under
-``src/`` (a check of old bytes against new code says nothing about the CPU). Each emulated job's own record of its
+The rerun uses this checkout's code, so the check refuses a draw made by other code under ``src/`` (and, for the
+analysis, ``analysis/``): a check of old bytes against new code says nothing about the CPU. Each emulated job's own record of its
 dispatch must say the pinned AVX2 kernels ran (an emulator without AVX2 would fall back to others); the jobs'
 ``machine.json`` names the host's CPU, since QEMU's user mode passes the host's ``/proc/cpuinfo`` through.
 
 An emulated job takes 10 to 200 times as long as a native one (the products' AVX2 arithmetic is emulated element by
-element): a toolcall warm start about two hours, a toolcall run about fifteen minutes. A warm start or run finished
-in an earlier call with the same ``--work`` is reused; an unfinished run starts over.
+element): a toolcall warm start about two hours, a toolcall run about fifteen minutes. A job finished in an earlier
+call with the same ``--work`` is reused (each keeps its wall time beside it); an unfinished one starts over.
 ``make check-emulated-cpu`` runs the default selection against ``results/tiny`` and writes
 ``docs/results/emulated_cpu.md``.
 """
@@ -36,6 +40,8 @@ import hashlib
 import json
 import os
 import platform
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -82,8 +88,22 @@ def _run_emulated(command: list[str], cpu: str, log: Path) -> float:
         done = subprocess.run([EMULATOR, "-cpu", cpu, sys.executable, *command], env=environment, stdout=out,
                               stderr=subprocess.STDOUT, timeout=JOB_TIMEOUT_SECONDS)
     if done.returncode != 0:
-        raise RuntimeError(f"{command[1]} failed on the emulated CPU (exit {done.returncode}); see {log}")
+        raise RuntimeError(f"{' '.join(command[:2])} failed on the emulated CPU (exit {done.returncode}); see {log}")
     return time.monotonic() - start
+
+
+def _finished_seconds(timing: Path, *outputs: Path) -> float | None:
+    """The wall seconds of a job finished in an earlier call with the same work folder: its timing file (written
+    after the job's outputs) and every output exist; else None, and the job runs again from scratch."""
+    if timing.exists() and all(path.exists() for path in outputs):
+        return json.loads(timing.read_text())["seconds"]
+    return None
+
+
+def _record_seconds(timing: Path, seconds: float) -> float:
+    """Keep a finished job's wall seconds beside it (`_finished_seconds` reads them); returns them."""
+    write_text_atomic(timing, json.dumps({"seconds": seconds}) + "\n")
+    return seconds
 
 
 def _checked_dispatch(record: dict, where: Path) -> str:
@@ -97,18 +117,18 @@ def _checked_dispatch(record: dict, where: Path) -> str:
     return ran
 
 
-def _refuse_other_code(revision: str, what: str, allowed: bool = False) -> list[str]:
-    """Refuse a draw made by code other than this checkout's under src/ (its bytes would differ for that alone), unless
-    ``allowed``; returns the files of src/ that differ (for the page)."""
+def _refuse_other_code(revision: str, what: str, allowed: bool = False, code: tuple[str, ...] = ("src",)) -> list[str]:
+    """Refuse a draw made by code other than this checkout's under ``code`` (src/; the analysis adds its scripts):
+    its bytes would differ for that alone, unless ``allowed``; returns the files that differ (for the page)."""
     if not revision or revision == "unknown":
         raise RuntimeError(f"{what} records no code revision: cannot tell whether this checkout's code made it")
-    diff = subprocess.run(["git", "diff", "--name-only", revision, "HEAD", "--", "src"], capture_output=True,
+    diff = subprocess.run(["git", "diff", "--name-only", revision, "HEAD", "--", *code], capture_output=True,
                           text=True, cwd=REPOSITORY)
     if diff.returncode != 0:
         raise RuntimeError(f"{what} was made at {revision[:7]}, which is not in this checkout's history")
     changed = diff.stdout.split()
     if changed and not allowed:
-        raise RuntimeError(f"{what} was made at {revision[:7]}, whose src/ differs from this checkout's "
+        raise RuntimeError(f"{what} was made at {revision[:7]}, whose {'/, '.join(code)}/ differs from this checkout's "
                            f"({', '.join(changed)}): rerun make reproduce at this revision, check out that one, or "
                            "pass --allow-other-code where the changes cannot touch the bytes (the page lists them)")
     return changed
@@ -156,16 +176,14 @@ def check_run(experiment: dict, run_dir: str, work: Path, cpu: str, allow_other_
     rerun = dataclasses.replace(drawn, results=str(work / "results"))
     rerun_dir = Path(rerun.run_dir)
     timing = work / f"{drawn.name}.seconds.json"
-    if (rerun_dir / "metrics.parquet").exists() and timing.exists():
-        # finished in an earlier call with this --work (the trainer writes metrics.parquet last, the timing after
-        # it): an emulated run takes ten minutes to an hour, so a rerun of the check reuses it, with its own timing
-        seconds = json.loads(timing.read_text())["seconds"]
-    else:
-        # a run left unfinished (or finished without its timing) starts over, so that the page times one whole job
+    # an emulated run takes ten minutes to an hour: one finished in an earlier call with this --work is reused (the
+    # trainer writes metrics.parquet last); one left unfinished starts over, so that the page times one whole job
+    seconds = _finished_seconds(timing, rerun_dir / "metrics.parquet")
+    if seconds is None:
         shutil.rmtree(rerun_dir, ignore_errors=True)
-        seconds = _run_emulated(["-m", "dara.tiny.trainer", "--no-progress", "--run", rerun.to_json(),
-                                 "--policy", str(drawn.policy_dir)], cpu, work / f"{drawn.name}.log")
-        write_text_atomic(timing, json.dumps({"seconds": seconds}) + "\n")
+        seconds = _record_seconds(timing, _run_emulated(["-m", "dara.tiny.trainer", "--no-progress", "--run",
+                                                         rerun.to_json(), "--policy", str(drawn.policy_dir)],
+                                                        cpu, work / f"{drawn.name}.log"))
     ran = _checked_dispatch(read_machine(rerun_dir), rerun_dir)
     weights = f"checkpoints/step{drawn.checkpoint_steps[-1]}/model.safetensors"  # the last, the run's settings say
     compared = [("metrics.parquet (all but seconds)", _metrics_digest(drawn_dir), _metrics_digest(rerun_dir)),
@@ -173,6 +191,134 @@ def check_run(experiment: dict, run_dir: str, work: Path, cpu: str, allow_other_
                 (weights, _sha256(drawn_dir / weights), _sha256(rerun_dir / weights))]
     return [{"job": f"run {drawn.name}", "file": name, "draw": draw, "emulated": emulated, "seconds": seconds,
              "ran": ran, "draw_revision": revision, "changed": changed} for name, draw, emulated in compared]
+
+
+def _evaluation_digest(path: Path) -> str:
+    """A hash of an evaluation file but its provenance: the code revision and machine that made it, the path of the
+    checkpoint (another folder here; its SHA-256 stays in) and, at step 0, the warm-start evaluation the workflow
+    copied it from (the rerun evaluates that checkpoint itself)."""
+    record = json.loads(path.read_text())
+    for key in ("code_revision", "machine", "checkpoint", "copied_from"):
+        record.pop(key, None)
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+
+
+def check_evaluation(experiment: dict, run_dir: str, work: Path, cpu: str,
+                     allow_other_code: bool = False) -> list[dict]:
+    """Rerun the held-out evaluation of the run in ``run_dir`` on the draw's own checkpoints; rows comparing each
+    evaluation file with the draw's (`_evaluation_digest`)."""
+    drawn = find_run_by_dir(experiment, run_dir)
+    drawn_files = [Path(path) for path in drawn.eval_files]
+    missing = [str(path) for path in drawn_files if not path.exists()]
+    if missing:
+        raise FileNotFoundError(f"the draw has no evaluation {', '.join(missing)} (run make reproduce first)")
+    revision = json.loads(drawn_files[0].read_text()).get("code_revision", {}).get("revision", "")
+    changed = _refuse_other_code(revision, str(drawn_files[0]), allow_other_code)
+    # the draw's run folder where the rerun's results tree expects it: the evaluation reads its checkpoints there
+    # and writes its files beside them, into the work folder
+    rerun = dataclasses.replace(drawn, results=str(work / "evaluation"))
+    link = Path(rerun.run_dir)
+    if not link.exists():
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(Path(drawn.run_dir).resolve(), target_is_directory=True)
+    timing = work / f"evaluate-{drawn.name}.seconds.json"
+    seconds = _finished_seconds(timing, *map(Path, rerun.eval_files))  # reused as a run is
+    if seconds is None:
+        for path in rerun.eval_files:
+            Path(path).unlink(missing_ok=True)
+        evaluation = json.dumps(experiment["evaluation"], sort_keys=True)
+        seconds = _record_seconds(timing, _run_emulated(["-m", "dara.evaluation.tiny_heldout", "--run",
+                                                         rerun.to_json(), "--evaluation", evaluation], cpu,
+                                                        work / f"evaluate-{drawn.name}.log"))
+    rows = []
+    for drawn_file, rerun_file in zip(drawn_files, map(Path, rerun.eval_files)):
+        ran = _checked_dispatch(json.loads(rerun_file.read_text())["machine"], rerun_file)
+        rows.append({"job": f"evaluation {drawn.name}", "file": f"eval/.../{drawn_file.name}",
+                     "draw": _evaluation_digest(drawn_file), "emulated": _evaluation_digest(rerun_file),
+                     "seconds": seconds, "ran": ran, "draw_revision": revision, "changed": changed})
+    return rows
+
+
+# An analysis job's command as the workflow writes it: the script under analysis/, one thread or unset
+_ANALYSIS_COMMAND = re.compile(r"^(OMP_NUM_THREADS=\d+ )?python analysis/\w+\.py ")
+
+
+def analysis_commands(experiment: str) -> list[str]:
+    """The shell commands of the workflow's analysis jobs, as a forced dry run of the whole workflow prints them
+    (``snakemake --dry-run --printshellcmds --forceall``): the workflow's own commands and inputs, not a restatement
+    of its rules. The report comes last (it reads the other tables)."""
+    snakemake = Path(sys.executable).with_name("snakemake")
+    done = subprocess.run([str(snakemake), "--dry-run", "--printshellcmds", "--forceall", "--cores", "1", "--config",
+                           f"scale={experiment}"], cwd=REPOSITORY, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"snakemake's dry run failed:\n{(done.stdout + done.stderr)[-3000:]}")
+    lines = (line.strip().removeprefix("Shell command:").strip() for line in done.stdout.splitlines())
+    commands = sorted({line for line in lines if _ANALYSIS_COMMAND.match(line)}, key=lambda c: ("report_md" in c, c))
+    if not commands:
+        raise RuntimeError("snakemake's dry run listed no analysis job (python analysis/...)")
+    return commands
+
+
+def _redirected(command: str, results: str, out: Path) -> list[str]:
+    """The arguments after ``python`` of an analysis command, writing under ``out`` instead of ``results`` (its log
+    is the emulated job's own)."""
+    argv = shlex.split(command.partition(" > ")[0])
+    if argv[0].startswith("OMP_NUM_THREADS="):
+        argv = argv[1:]  # every emulated job runs on one thread
+    if "--out-dir" not in argv or argv[argv.index("--out-dir") + 1] != results:
+        raise RuntimeError(f"an analysis command that does not write under {results}: {command}")
+    argv[argv.index("--out-dir") + 1] = str(out)
+    return argv[1:]
+
+
+def _report_digest(path: Path) -> str:
+    """A hash of REPORT.md but the code revision its first lines name."""
+    text = re.sub(r"at code revision [0-9a-f]+(\+edits)?", "at code revision <revision>", path.read_text())
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def check_analysis(experiment: str, results: Path, work: Path, cpu: str, allow_other_code: bool = False) -> list[dict]:
+    """Rerun every analysis job of the workflow on the draw's runs and evaluations, writing under ``work``; rows
+    comparing each table, figure data file and the report with the draw's. The jobs name the draw's files relative
+    to the workflow (``results/<scale>``), so ``results`` must be that folder of this checkout."""
+    relative = f"results/{experiment}"
+    if results.resolve() != (REPOSITORY / relative).resolve():
+        raise ValueError(f"the analysis check reads the draw where the workflow's jobs name it, {relative} under "
+                         f"{REPOSITORY}; got --results {results}")
+    report = REPOSITORY / relative / "REPORT.md"
+    if not report.exists():
+        raise FileNotFoundError(f"{report} is missing (run make reproduce first)")
+    drawn_at = re.search(r"at code revision ([0-9a-f]+)", report.read_text())
+    revision = drawn_at.group(1) if drawn_at else ""
+    changed = _refuse_other_code(revision, str(report), allow_other_code, code=("src", "analysis"))
+    out = work / "analysis"
+    # what the emulated analysis dispatched to: one emulated interpreter's record (the scripts record none)
+    record = work / "analysis_machine.json"
+    timing = work / "analysis.seconds.json"
+    # the whole analysis is one job: reused once finished (the report is written last), else rerun whole, so that
+    # no table is left from another call
+    seconds = _finished_seconds(timing, record, out / "REPORT.md")
+    if seconds is None:
+        shutil.rmtree(out, ignore_errors=True)
+        seconds = _run_emulated(["-c", "import json; from dara.kernels import machine_record; "
+                                 f"open({str(record)!r}, 'w').write(json.dumps(machine_record()))"], cpu,
+                                work / "analysis_machine.log")
+        for command in analysis_commands(experiment):
+            argv = _redirected(command, relative, out)
+            seconds += _run_emulated(argv, cpu, work / "analysis_logs" / f"{Path(argv[0]).stem}.log")
+        _record_seconds(timing, seconds)
+    ran = _checked_dispatch(json.loads(record.read_text()), record)
+    rows = []
+    for folder in ("tables", "figures"):
+        for path in sorted((out / folder).glob("*")):
+            if path.suffix in (".csv", ".md"):
+                drawn = REPOSITORY / relative / folder / path.name
+                rows.append({"job": "analysis", "file": f"{folder}/{path.name}",
+                             "draw": _sha256(drawn) if drawn.exists() else "missing in the draw",
+                             "emulated": _sha256(path)})
+    rows.append({"job": "analysis", "file": "REPORT.md (but its code revision)", "draw": _report_digest(report),
+                 "emulated": _report_digest(out / "REPORT.md")})
+    return [{**row, "seconds": seconds, "ran": ran, "draw_revision": revision, "changed": changed} for row in rows]
 
 
 def render(rows: list[dict], cpu: str, command: str) -> str:
@@ -213,7 +359,13 @@ def render(rows: list[dict], cpu: str, command: str) -> str:
                      f"{row['seconds']:.0f} | {row['ran']} |")
     lines += ["", "A run reruns from the draw's own warm start, so its rows test the trainer alone; the warm start's "
               "rows test the supervised training. Metrics are compared as a hash of every column but the wall time "
-              "(values, names and dtypes)."]
+              "(values, names and dtypes). An evaluation reruns the held-out evaluation of the draw's own checkpoints "
+              "(every evaluated step, the sampler and the scorers; BFCL's scorer runs natively in its own "
+              "environment, as a separate program the emulator does not follow), compared as each file's JSON but "
+              "its provenance (code revision, machine, checkpoint path). The analysis reruns every analysis job of "
+              "the workflow (the commands a forced dry run of it prints) on the draw's runs and evaluations and "
+              "compares each table and figure data file it writes (CSV and Markdown; the PNGs are not compared), "
+              "and REPORT.md but its code-revision line."]
     return "\n".join(lines) + "\n"
 
 
@@ -225,6 +377,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="warm starts to rerun (default: %(default)s)")
     parser.add_argument("--run-dir", nargs="*", default=None,
                         help=f"run folders to rerun (default: {', '.join(DEFAULT_RUNS)} under --results)")
+    parser.add_argument("--evaluate-run-dir", nargs="*", default=None,
+                        help="run folders whose held-out evaluation to rerun on the draw's checkpoints (default: the "
+                             "runs above)")
+    parser.add_argument("--no-analysis", action="store_true",
+                        help="skip the rerun of the workflow's analysis jobs (tables, figure data, REPORT.md)")
     parser.add_argument("--cpu", default=DEFAULT_CPU, help="QEMU's CPU model (default: %(default)s)")
     parser.add_argument("--work", default=None, help="folder for the emulated jobs (default: a fresh one in /tmp)")
     parser.add_argument("--out", default=None, help="the Markdown page (default: print it)")
@@ -237,8 +394,9 @@ def main(argv: list[str] | None = None) -> int:
         if not spec.partition("/")[2].isdigit():
             parser.error(f"--warm-start takes TASK/K (e.g. toolcall/0), got {spec!r}")
     run_dirs = args.run_dir if args.run_dir is not None else [f"{args.results}/{run}" for run in DEFAULT_RUNS]
-    if not args.warm_start and not run_dirs:
-        parser.error("nothing to check: name a warm start or a run")
+    evaluated = args.evaluate_run_dir if args.evaluate_run_dir is not None else run_dirs
+    if not args.warm_start and not run_dirs and not evaluated and args.no_analysis:
+        parser.error("nothing to check: name a warm start, a run or an evaluation, or keep the analysis")
     experiment = load_experiment(args.experiment)
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="emulated_cpu_"))
     work.mkdir(parents=True, exist_ok=True)
@@ -249,6 +407,10 @@ def main(argv: list[str] | None = None) -> int:
                                  args.allow_other_code)
     for run_dir in run_dirs:
         rows += check_run(experiment, run_dir, work, args.cpu, args.allow_other_code)
+    for run_dir in evaluated:
+        rows += check_evaluation(experiment, run_dir, work, args.cpu, args.allow_other_code)
+    if not args.no_analysis:
+        rows += check_analysis(args.experiment, Path(args.results), work, args.cpu, args.allow_other_code)
     command = "python -m benchmarks.emulated_cpu " + " ".join(argv if argv is not None else sys.argv[1:])
     page = render(rows, args.cpu, command.strip())
     if args.out:

@@ -3,6 +3,7 @@ is a stand-in that runs the command natively, so a rerun on this machine must gi
 plumbing: which files, from which warm start, into which folder); the real emulator's check of the pin is
 tests/test_kernels.py's."""
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -33,9 +34,16 @@ def test_a_native_rerun_of_the_smoke_draw_matches_it_file_by_file(smoke_results,
                               "--work", str(tmp_path / "work"), "--out", str(out)])
     page = out.read_text()
     assert code == 0, page
-    assert "**5 of 5 files byte-identical**" in page and "ATen AVX2, OpenBLAS Haswell" in page
-    for name in ("model.safetensors", "tokenizer.json", "rollouts.parquet", "metrics.parquet (all but seconds)"):
+    rows = [line for line in page.splitlines() if line.startswith("| ") and "| yes |" in line]
+    assert f"**{len(rows)} of {len(rows)} files byte-identical**" in page and "ATen AVX2, OpenBLAS Haswell" in page
+    for name in ("model.safetensors", "tokenizer.json", "rollouts.parquet", "metrics.parquet (all but seconds)",
+                 "eval/.../step0.json", "tables/claims.csv", "tables/first_crossing.csv", "REPORT.md"):
         assert name in page
+    # the evaluation: every evaluated step of the run; the analysis: every table the workflow's analysis writes
+    evaluated = [row for row in rows if row.startswith("| evaluation toolcall-dara_sym-G4-seed0 |")]
+    assert len(evaluated) == len(list((ROOT / "results/smoke/eval/toolcall/dara_sym/G4/seed0").glob("*.json")))
+    written = {path.name for path in (tmp_path / "work" / "analysis" / "tables").glob("*.csv")}
+    assert written and written <= {path.name for path in (ROOT / "results/smoke/tables").glob("*.csv")}
     # the run was retrained into the work folder, from the draw's warm start, and the warm start remade there
     assert (tmp_path / "work" / "results" / "smoke" / "runs" / "toolcall" / "dara_sym" / "G4" / "seed0"
             / "metrics.parquet").exists()
@@ -43,7 +51,7 @@ def test_a_native_rerun_of_the_smoke_draw_matches_it_file_by_file(smoke_results,
     # a second call with the same --work reuses the finished warm start instead of emulating it again
 
     def must_not_run(*args, **kwargs):
-        raise AssertionError("the finished warm start was emulated again")
+        raise AssertionError("a finished job was emulated again")
 
     monkeypatch.setattr(emulated_cpu, "_run_emulated", must_not_run)
     rows = emulated_cpu.check_warm_start("smoke", ROOT / "results" / "smoke", "toolcall", 0, tmp_path / "work",
@@ -55,6 +63,12 @@ def test_a_native_rerun_of_the_smoke_draw_matches_it_file_by_file(smoke_results,
                                   "Haswell")
     assert all(row["draw"] == row["emulated"] for row in rows) and len(rows) == 3
     assert f"| {rows[0]['seconds']:.0f} |" in page
+    # ... and its evaluation and the analysis
+    rows = emulated_cpu.check_evaluation(experiment, "results/smoke/runs/toolcall/dara_sym/G4/seed0",
+                                         tmp_path / "work", "Haswell")
+    assert rows and all(row["draw"] == row["emulated"] for row in rows)
+    rows = emulated_cpu.check_analysis("smoke", Path("results/smoke"), tmp_path / "work", "Haswell")
+    assert len(rows) > 10 and all(row["draw"] == row["emulated"] for row in rows)
 
 
 def test_an_unfinished_emulated_run_starts_over(smoke_results, native_emulator, tmp_path, monkeypatch):
@@ -80,7 +94,7 @@ def test_a_differing_file_fails_the_check_and_is_marked(monkeypatch, tmp_path, c
     monkeypatch.setattr(emulated_cpu, "check_run", lambda experiment, run_dir, work, cpu, allowed: rows)
     monkeypatch.chdir(ROOT)
     code = emulated_cpu.main(["--experiment", "smoke", "--warm-start", "--run-dir", "results/smoke/runs/x",
-                              "--work", str(tmp_path)])
+                              "--evaluate-run-dir", "--no-analysis", "--work", str(tmp_path)])
     page = capsys.readouterr().out
     assert code == 1
     assert "**1 of 2 files byte-identical**" in page and "| **no** |" in page and "| yes |" in page
@@ -123,6 +137,37 @@ def test_a_warm_start_that_is_not_task_slash_index_is_refused(monkeypatch, tmp_p
     with pytest.raises(SystemExit):
         emulated_cpu.main(["--experiment", "smoke", "--warm-start", "toolcall", "--work", str(tmp_path)])
     assert "TASK/K" in capsys.readouterr().err
+
+
+def test_the_analysis_check_reads_the_draw_only_where_the_workflow_names_it(native_emulator, tmp_path):
+    """The analysis jobs name the draw's files relative to the workflow (results/<scale>): a draw elsewhere would be
+    checked against other inputs than the page says."""
+    with pytest.raises(ValueError, match="results/smoke under"):
+        emulated_cpu.check_analysis("smoke", tmp_path / "results" / "smoke", tmp_path / "work", "Haswell")
+
+
+def test_an_analysis_command_that_writes_elsewhere_is_refused(tmp_path):
+    command = ("python analysis/table1.py --scale tiny --out-dir results/tiny --metrics a b"
+               " > results/tiny/logs/x.log 2>&1")
+    assert emulated_cpu._redirected(command, "results/tiny", tmp_path) == [
+        "analysis/table1.py", "--scale", "tiny", "--out-dir", str(tmp_path), "--metrics", "a", "b"]
+    assert emulated_cpu._redirected("OMP_NUM_THREADS=1 " + command, "results/tiny", tmp_path)[0] == "analysis/table1.py"
+    with pytest.raises(RuntimeError, match="does not write under results/smoke"):
+        emulated_cpu._redirected(command, "results/smoke", tmp_path)
+
+
+def test_an_evaluation_compares_everything_but_its_provenance(tmp_path):
+    """Another code revision, machine, checkpoint folder or a step-0 copy note leave the digest alone; a score does
+    not."""
+    record = {"task": "toolcall", "checkpoint_sha256": "ab", "scores": {"accuracy": 0.5},
+              "code_revision": {"revision": "1" * 40}, "machine": {"cpu": "A"}, "checkpoint": "results/x"}
+    first, second, third = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
+    first.write_text(json.dumps(record))
+    second.write_text(json.dumps({**record, "code_revision": {"revision": "2" * 40}, "machine": {"cpu": "B"},
+                                  "checkpoint": "/tmp/y", "copied_from": "policies/z"}))
+    third.write_text(json.dumps({**record, "scores": {"accuracy": 0.51}}))
+    digest = emulated_cpu._evaluation_digest
+    assert digest(first) == digest(second) and digest(first) != digest(third)
 
 
 def test_an_unfinished_warm_start_is_refused_by_name(native_emulator, tmp_path):
