@@ -133,14 +133,29 @@ bench-trainer: $(VENV)/.cpu-stamp
 profile-trainer: $(VENV)/.cpu-stamp
 	pin=$$($(VENV)/bin/python -m dara.kernels env) && env $$pin $(VENV)/bin/python -m benchmarks.profile_trainer --out docs/results/profile_trainer.md
 
-# results/tiny's warm start and runs rerun on an emulated Intel CPU with AVX2 and no AVX-512 (QEMU's user mode, Debian's
-# qemu-user, installed when missing: needs root), their bytes compared with the draw's (benchmarks/emulated_cpu.py;
-# docs/results/emulated_cpu.md): one to two hours on one core, after make reproduce.
-check-emulated-cpu: $(VENV)/.cpu-stamp
-	command -v qemu-x86_64 >/dev/null || { test "$$(id -u)" = 0 || { echo "qemu-x86_64 is missing: install \
-	  Debian's qemu-user (needs root)" >&2; exit 1; }; apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-user; }
-	$(VENV)/bin/python -m benchmarks.emulated_cpu --out docs/results/emulated_cpu.md
+# QEMU 8 or later for the emulated check (Debian 12's qemu-user, 7.2, mis-executes numpy's AVX2 sort of 64-bit
+# integers: benchmarks/emulated_cpu.py probes it): bookworm-backports' qemu-user (10.0), unpacked under build/qemu
+# beside the system's, not installed over it. Needs root once (apt's sources and lists); Debian 12 only.
+QEMU := build/qemu/usr/bin/qemu-x86_64
+$(QEMU):
+	test "$$(id -u)" = 0 || { echo "fetching QEMU from Debian's bookworm-backports needs root once" >&2; exit 1; }
+	test -f /etc/apt/sources.list.d/bookworm-backports.sources || { \
+	  uris=$$(awk '/^URIs:/ {print $$2; exit}' /etc/apt/sources.list.d/debian.sources) && test -n "$$uris" && \
+	  printf 'Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main\nSigned-By: %s\n' "$$uris" \
+	    /usr/share/keyrings/debian-archive-keyring.gpg > /etc/apt/sources.list.d/bookworm-backports.sources; }
+	apt-get update -qq
+	rm -rf build/qemu && mkdir -p build/qemu
+	cd build/qemu && apt-get download -qq -t bookworm-backports qemu-user 2>/dev/null && dpkg-deb -x qemu-user_*.deb . \
+	  && rm qemu-user_*.deb
+	$(QEMU) --version
+
+# results/tiny's toolcall warm start, two runs, their held-out evaluations and the whole analysis rerun on an emulated
+# Intel CPU with AVX2 and no AVX-512 (QEMU's user mode), their bytes compared with the draw's
+# (benchmarks/emulated_cpu.py; docs/results/emulated_cpu.md): about four hours on one core, after make reproduce;
+# a job finished by an earlier call with the same --work is reused.
+check-emulated-cpu: $(VENV)/.cpu-stamp $(QEMU)
+	$(VENV)/bin/python -m benchmarks.emulated_cpu --emulator $(QEMU) --work build/emulated_cpu \
+	  --out docs/results/emulated_cpu.md
 
 # verl's CPU step with the batched hf rollout against one request at a time (about 10 minutes on 2 cores); builds
 # the verl_cpu scale's tool-calling data (warm start and verl data) first.

@@ -20,9 +20,10 @@ It reruns, pinned, under the emulator:
   on the draw's runs and evaluations, compared on every table, figure data file and REPORT.md they write.
 
 The rerun uses this checkout's code, so the check refuses a draw made by other code under ``src/`` (and, for the
-analysis, ``analysis/``): a check of old bytes against new code says nothing about the CPU. Each emulated job's own record of its
-dispatch must say the pinned AVX2 kernels ran (an emulator without AVX2 would fall back to others); the jobs'
-``machine.json`` names the host's CPU, since QEMU's user mode passes the host's ``/proc/cpuinfo`` through.
+analysis, ``analysis/``), and a job reused from an earlier call that other code made: a check of old bytes against
+new code says nothing about the CPU. Each emulated job's own record of its dispatch must say the pinned AVX2
+kernels ran (an emulator without AVX2 would fall back to others); the jobs' ``machine.json`` names the host's CPU,
+since QEMU's user mode passes the host's ``/proc/cpuinfo`` through.
 
 An emulated job takes 10 to 200 times as long as a native one (the products' AVX2 arithmetic is emulated element by
 element): a toolcall warm start about two hours, a toolcall run about fifteen minutes. A job finished in an earlier
@@ -92,18 +93,55 @@ def _run_emulated(command: list[str], cpu: str, log: Path) -> float:
     return time.monotonic() - start
 
 
-def _finished_seconds(timing: Path, *outputs: Path) -> float | None:
-    """The wall seconds of a job finished in an earlier call with the same work folder: its timing file (written
-    after the job's outputs) and every output exist; else None, and the job runs again from scratch."""
+def _emulated_code(revision: str, dirty: bool, what: str, allowed: bool, code: tuple[str, ...] = ("src",)
+                   ) -> tuple[str, list[str]]:
+    """The code an emulated job ran (its own record: a job can be reused from an earlier call, made by other code
+    than this checkout's), refused where its ``code`` differs from this checkout's unless ``allowed``: its short name
+    for the page, and the files that differ."""
+    changed = _refuse_other_code(revision, what, allowed, code)
+    return revision[:7] + ("+edits" if dirty else ""), changed
+
+
+def emulator_version() -> str:
+    """The first line of `EMULATOR`'s ``--version`` (QEMU's version and its build)."""
+    done = subprocess.run([EMULATOR, "--version"], capture_output=True, text=True)
+    return done.stdout.splitlines()[0].strip() if done.returncode == 0 and done.stdout else "unknown"
+
+
+# numpy's AVX2 sort of 64-bit integers (x86-simd-sort), which pandas' grouping and pivoting call: QEMU 7.2's AVX2
+# emulation returns a wrong order or crashes on it (measured with Debian 12's 7.2.22; QEMU 10.0 sorts it right, and
+# so does every CPU natively), so an emulator is tried on it before any job runs
+_SORT_PROBE = ("import numpy as np; a = np.random.default_rng(0).integers(0, 1000, {n}).astype(np.int64); "
+               "o = a[a.argsort()]; assert (o[1:] >= o[:-1]).all(), 'argsort of {n} int64 values out of order'")
+
+
+def check_emulator(cpu: str, work: Path) -> None:
+    """Refuse an emulator that mis-executes AVX2 code the jobs run (`_SORT_PROBE`), naming a version that works."""
+    log = work / "emulator_probe.log"
+    for n in (10, 1000, 100000):
+        try:
+            _run_emulated(["-c", _SORT_PROBE.format(n=n)], cpu, log)
+        except RuntimeError:
+            raise RuntimeError(f"{emulator_version()} mis-executes numpy's AVX2 sort of {n} 64-bit integers under "
+                               f"-cpu {cpu} (see {log}): QEMU 7.2's AVX2 emulation is known to; use QEMU 8 or later "
+                               "(Debian 12: qemu-user from bookworm-backports, 10.0) and pass its qemu-x86_64 as "
+                               "--emulator") from None
+
+
+def _finished(timing: Path, *outputs: Path) -> dict | None:
+    """A job finished in an earlier call with the same work folder: its record (wall seconds and the emulator that
+    ran it) where the record (written after the job's outputs) and every output exist; else None, and the job runs
+    again from scratch."""
     if timing.exists() and all(path.exists() for path in outputs):
-        return json.loads(timing.read_text())["seconds"]
+        return {"emulator": "not recorded", **json.loads(timing.read_text())}
     return None
 
 
-def _record_seconds(timing: Path, seconds: float) -> float:
-    """Keep a finished job's wall seconds beside it (`_finished_seconds` reads them); returns them."""
-    write_text_atomic(timing, json.dumps({"seconds": seconds}) + "\n")
-    return seconds
+def _record(timing: Path, seconds: float) -> dict:
+    """Keep a finished job's wall seconds and emulator beside it (`_finished` reads them); returns the record."""
+    record = {"seconds": seconds, "emulator": emulator_version()}
+    write_text_atomic(timing, json.dumps(record) + "\n")
+    return record
 
 
 def _checked_dispatch(record: dict, where: Path) -> str:
@@ -143,18 +181,21 @@ def check_warm_start(experiment: str, results: Path, task: str, index: int, work
     revision = json.loads((drawn / "warmstart.json").read_text()).get("git_revision", {}).get("revision", "")
     changed = _refuse_other_code(revision, str(drawn), allow_other_code)
     out = work / "policies" / task / f"warm_start{index}"
-    if (out / "warmstart.json").exists():
-        # finished in an earlier call with this --work (warmstart.json is written last, atomically): an emulated
-        # warm start takes the better part of an hour, so a rerun of the check reuses it, with its own timing
-        seconds = json.loads((out / "warmstart.json").read_text())["seconds"]
-    else:
+    # an emulated warm start takes hours: one finished in an earlier call with this --work is reused (warmstart.json
+    # is written last, atomically), with its record
+    job = _finished(work / f"warm_start_{task}{index}.seconds.json", out / "warmstart.json")
+    if job is None:
         command = ["-m", "dara.tiny.warmstart", "--experiment", experiment, "--task", task, "--warm-start",
                    str(index), "--out", str(out)]
-        seconds = _run_emulated(command, cpu, work / f"warm_start_{task}{index}.log")
-    ran = _checked_dispatch(json.loads((out / "warmstart.json").read_text())["machine"], out)
+        job = _record(work / f"warm_start_{task}{index}.seconds.json",
+                      _run_emulated(command, cpu, work / f"warm_start_{task}{index}.log"))
+    record = json.loads((out / "warmstart.json").read_text())
+    ran = _checked_dispatch(record["machine"], out)
+    emulated_at, emulated_changed = _emulated_code(record["git_revision"]["revision"], record["git_revision"]["dirty"],
+                                                   str(out), allow_other_code)
     return [{"job": f"warm start {task}/{index}", "file": name, "draw": _sha256(drawn / name),
-             "emulated": _sha256(out / name), "seconds": seconds, "ran": ran, "draw_revision": revision,
-             "changed": changed}
+             "emulated": _sha256(out / name), **job, "ran": ran, "draw_revision": revision,
+             "changed": sorted({*changed, *emulated_changed}), "emulated_at": emulated_at}
             for name in ("model.safetensors", "tokenizer.json")]
 
 
@@ -178,19 +219,22 @@ def check_run(experiment: dict, run_dir: str, work: Path, cpu: str, allow_other_
     timing = work / f"{drawn.name}.seconds.json"
     # an emulated run takes ten minutes to an hour: one finished in an earlier call with this --work is reused (the
     # trainer writes metrics.parquet last); one left unfinished starts over, so that the page times one whole job
-    seconds = _finished_seconds(timing, rerun_dir / "metrics.parquet")
-    if seconds is None:
+    job = _finished(timing, rerun_dir / "metrics.parquet")
+    if job is None:
         shutil.rmtree(rerun_dir, ignore_errors=True)
-        seconds = _record_seconds(timing, _run_emulated(["-m", "dara.tiny.trainer", "--no-progress", "--run",
-                                                         rerun.to_json(), "--policy", str(drawn.policy_dir)],
-                                                        cpu, work / f"{drawn.name}.log"))
+        job = _record(timing, _run_emulated(["-m", "dara.tiny.trainer", "--no-progress", "--run", rerun.to_json(),
+                                             "--policy", str(drawn.policy_dir)], cpu, work / f"{drawn.name}.log"))
     ran = _checked_dispatch(read_machine(rerun_dir), rerun_dir)
+    dirty = "dirty: true" in (rerun_dir / "git_revision.txt").read_text()
+    emulated_at, emulated_changed = _emulated_code(read_revision(rerun_dir), dirty, str(rerun_dir), allow_other_code)
+    changed = sorted({*changed, *emulated_changed})
     weights = f"checkpoints/step{drawn.checkpoint_steps[-1]}/model.safetensors"  # the last, the run's settings say
     compared = [("metrics.parquet (all but seconds)", _metrics_digest(drawn_dir), _metrics_digest(rerun_dir)),
                 ("rollouts.parquet", _sha256(drawn_dir / "rollouts.parquet"), _sha256(rerun_dir / "rollouts.parquet")),
                 (weights, _sha256(drawn_dir / weights), _sha256(rerun_dir / weights))]
-    return [{"job": f"run {drawn.name}", "file": name, "draw": draw, "emulated": emulated, "seconds": seconds,
-             "ran": ran, "draw_revision": revision, "changed": changed} for name, draw, emulated in compared]
+    return [{"job": f"run {drawn.name}", "file": name, "draw": draw, "emulated": emulated, **job, "ran": ran,
+             "draw_revision": revision, "changed": changed, "emulated_at": emulated_at}
+            for name, draw, emulated in compared]
 
 
 def _evaluation_digest(path: Path) -> str:
@@ -222,20 +266,24 @@ def check_evaluation(experiment: dict, run_dir: str, work: Path, cpu: str,
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(Path(drawn.run_dir).resolve(), target_is_directory=True)
     timing = work / f"evaluate-{drawn.name}.seconds.json"
-    seconds = _finished_seconds(timing, *map(Path, rerun.eval_files))  # reused as a run is
-    if seconds is None:
+    job = _finished(timing, *map(Path, rerun.eval_files))  # reused as a run is
+    if job is None:
         for path in rerun.eval_files:
             Path(path).unlink(missing_ok=True)
         evaluation = json.dumps(experiment["evaluation"], sort_keys=True)
-        seconds = _record_seconds(timing, _run_emulated(["-m", "dara.evaluation.tiny_heldout", "--run",
-                                                         rerun.to_json(), "--evaluation", evaluation], cpu,
-                                                        work / f"evaluate-{drawn.name}.log"))
+        job = _record(timing, _run_emulated(["-m", "dara.evaluation.tiny_heldout", "--run", rerun.to_json(),
+                                             "--evaluation", evaluation], cpu, work / f"evaluate-{drawn.name}.log"))
     rows = []
     for drawn_file, rerun_file in zip(drawn_files, map(Path, rerun.eval_files)):
-        ran = _checked_dispatch(json.loads(rerun_file.read_text())["machine"], rerun_file)
+        record = json.loads(rerun_file.read_text())
+        ran = _checked_dispatch(record["machine"], rerun_file)
+        emulated_at, emulated_changed = _emulated_code(record["code_revision"]["revision"],
+                                                       record["code_revision"]["dirty"], str(rerun_file),
+                                                       allow_other_code)
         rows.append({"job": f"evaluation {drawn.name}", "file": f"eval/.../{drawn_file.name}",
                      "draw": _evaluation_digest(drawn_file), "emulated": _evaluation_digest(rerun_file),
-                     "seconds": seconds, "ran": ran, "draw_revision": revision, "changed": changed})
+                     **job, "ran": ran, "draw_revision": revision,
+                     "changed": sorted({*changed, *emulated_changed}), "emulated_at": emulated_at})
     return rows
 
 
@@ -297,8 +345,8 @@ def check_analysis(experiment: str, results: Path, work: Path, cpu: str, allow_o
     timing = work / "analysis.seconds.json"
     # the whole analysis is one job: reused once finished (the report is written last), else rerun whole, so that
     # no table is left from another call
-    seconds = _finished_seconds(timing, record, out / "REPORT.md")
-    if seconds is None:
+    job = _finished(timing, record, out / "REPORT.md")
+    if job is None:
         shutil.rmtree(out, ignore_errors=True)
         seconds = _run_emulated(["-c", "import json; from dara.kernels import machine_record; "
                                  f"open({str(record)!r}, 'w').write(json.dumps(machine_record()))"], cpu,
@@ -306,8 +354,13 @@ def check_analysis(experiment: str, results: Path, work: Path, cpu: str, allow_o
         for command in analysis_commands(experiment):
             argv = _redirected(command, relative, out)
             seconds += _run_emulated(argv, cpu, work / "analysis_logs" / f"{Path(argv[0]).stem}.log")
-        _record_seconds(timing, seconds)
+        job = _record(timing, seconds)
     ran = _checked_dispatch(json.loads(record.read_text()), record)
+    emulated = re.search(r"at code revision ([0-9a-f]+)(\+edits)?", (out / "REPORT.md").read_text())
+    emulated_revision, emulated_dirty = (emulated.group(1), bool(emulated.group(2))) if emulated else ("", False)
+    emulated_at, emulated_changed = _emulated_code(emulated_revision, emulated_dirty, str(out / "REPORT.md"),
+                                                   allow_other_code, code=("src", "analysis"))
+    changed = sorted({*changed, *emulated_changed})
     rows = []
     for folder in ("tables", "figures"):
         for path in sorted((out / folder).glob("*")):
@@ -318,16 +371,24 @@ def check_analysis(experiment: str, results: Path, work: Path, cpu: str, allow_o
                              "emulated": _sha256(path)})
     rows.append({"job": "analysis", "file": "REPORT.md (but its code revision)", "draw": _report_digest(report),
                  "emulated": _report_digest(out / "REPORT.md")})
-    return [{**row, "seconds": seconds, "ran": ran, "draw_revision": revision, "changed": changed} for row in rows]
+    return [{**row, **job, "ran": ran, "draw_revision": revision, "changed": changed,
+             "emulated_at": emulated_at} for row in rows]
+
+
+def _short_version(version: str) -> str:
+    """"QEMU 10.0.2" for QEMU's ``--version`` line; anything else as it is."""
+    found = re.search(r"qemu-x86_64 version (\S+)", version)
+    return f"QEMU {found.group(1)}" if found else version
 
 
 def render(rows: list[dict], cpu: str, command: str) -> str:
     """The Markdown page: what ran, each file's two hashes, and the verdict."""
     here = git_revision()
     draw_revisions = sorted({row["draw_revision"][:7] for row in rows if row.get("draw_revision")}) or ["unknown"]
+    emulated_revisions = sorted({row["emulated_at"] for row in rows if row.get("emulated_at")}) or ["unknown"]
     changed = sorted({name for row in rows for name in row.get("changed", ())})
-    code = ("whose `src/` is this checkout's" if not changed else
-            f"whose `src/` differs from this checkout's in {', '.join(f'`{name}`' for name in changed)} "
+    code = ("all of them this checkout's code" if not changed else
+            f"whose code differs from this checkout's in {', '.join(f'`{name}`' for name in changed)} "
             "(run with --allow-other-code: changes taken not to touch the bytes)")
     same = sum(row["draw"] == row["emulated"] for row in rows)
     machine = kernels.cpu()
@@ -336,7 +397,8 @@ def render(rows: list[dict], cpu: str, command: str) -> str:
         "",
         f"Written by `{command}` (`benchmarks/emulated_cpu.py`) on {datetime.date.today().isoformat()}, code at "
         f"revision {here['revision'][:7]}{' (with uncommitted edits)' if here['dirty'] else ''}; the draw's jobs "
-        f"ran at {', '.join(draw_revisions)}, {code}. Host: {machine['model_name']} "
+        f"ran at {', '.join(draw_revisions)} and the emulated ones at {', '.join(emulated_revisions)} (each job's own "
+        f"record; a finished job is reused across calls), {code}. Host: {machine['model_name']} "
         f"({machine['vendor']}), Python {platform.python_version()}. Emulated: QEMU user mode, `-cpu {cpu}` "
         f"({CPU_MODELS.get(cpu, 'as QEMU defines it')}), every job under the kernel pin, one thread; each emulated "
         "job's record says which kernels it ran (the last column). QEMU gives every IEEE operation the bits any CPU "
@@ -350,13 +412,13 @@ def render(rows: list[dict], cpu: str, command: str) -> str:
            ": the pin does not cover everything these jobs compute (the rows marked below)."),
         "",
         "| job | file | same bytes | draw (SHA-256) | emulated (SHA-256) | emulated job's wall time (s) "
-        "| kernels run |",
-        "|---|---|---|---|---|---|---|",
+        "| emulator | kernels run |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         equal = "yes" if row["draw"] == row["emulated"] else "**no**"
         lines.append(f"| {row['job']} | {row['file']} | {equal} | `{row['draw'][:16]}` | `{row['emulated'][:16]}` | "
-                     f"{row['seconds']:.0f} | {row['ran']} |")
+                     f"{row['seconds']:.0f} | {_short_version(row.get('emulator', 'unknown'))} | {row['ran']} |")
     lines += ["", "A run reruns from the draw's own warm start, so its rows test the trainer alone; the warm start's "
               "rows test the supervised training. Metrics are compared as a hash of every column but the wall time "
               "(values, names and dtypes). An evaluation reruns the held-out evaluation of the draw's own checkpoints "
@@ -365,11 +427,17 @@ def render(rows: list[dict], cpu: str, command: str) -> str:
               "its provenance (code revision, machine, checkpoint path). The analysis reruns every analysis job of "
               "the workflow (the commands a forced dry run of it prints) on the draw's runs and evaluations and "
               "compares each table and figure data file it writes (CSV and Markdown; the PNGs are not compared), "
-              "and REPORT.md but its code-revision line."]
+              "and REPORT.md but its code-revision line.",
+              "",
+              "A job reused from an earlier call keeps the emulator that ran it (its row). QEMU 7.2 (Debian 12's) "
+              "mis-executes numpy's AVX2 sort of 64-bit integers, which pandas' grouping calls (a wrong order, or a "
+              "crash), so the check refuses it for new jobs; a job it ran counts where its bytes equal the draw's "
+              "(whatever it mis-executed changed nothing there)."]
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
+    global EMULATOR
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--experiment", default="tiny", help="the draw's scale (default tiny)")
     parser.add_argument("--results", default="results/tiny", help="the draw's results folder (default: %(default)s)")
@@ -383,13 +451,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-analysis", action="store_true",
                         help="skip the rerun of the workflow's analysis jobs (tables, figure data, REPORT.md)")
     parser.add_argument("--cpu", default=DEFAULT_CPU, help="QEMU's CPU model (default: %(default)s)")
+    parser.add_argument("--emulator", default=EMULATOR,
+                        help="QEMU's x86-64 user-mode emulator, 8 or later (default: %(default)s on PATH)")
     parser.add_argument("--work", default=None, help="folder for the emulated jobs (default: a fresh one in /tmp)")
     parser.add_argument("--out", default=None, help="the Markdown page (default: print it)")
     parser.add_argument("--allow-other-code", action="store_true",
                         help="check a draw whose src/ differs from this checkout's (the page lists the files)")
     args = parser.parse_args(argv)
+    EMULATOR = args.emulator  # every emulated job of this call runs under it (a module setting: tests replace it)
     if shutil.which(EMULATOR) is None:
-        parser.error(f"{EMULATOR} is missing: install Debian's qemu-user (apt-get install qemu-user; needs root)")
+        parser.error(f"{EMULATOR} is missing: install Debian's qemu-user (apt-get install qemu-user; needs root; "
+                     "QEMU 8 or later, on Debian 12 from bookworm-backports)")
     for spec in args.warm_start:
         if not spec.partition("/")[2].isdigit():
             parser.error(f"--warm-start takes TASK/K (e.g. toolcall/0), got {spec!r}")
@@ -400,6 +472,7 @@ def main(argv: list[str] | None = None) -> int:
     experiment = load_experiment(args.experiment)
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="emulated_cpu_"))
     work.mkdir(parents=True, exist_ok=True)
+    check_emulator(args.cpu, work)
     rows: list[dict] = []
     for spec in args.warm_start:
         task, _, index = spec.partition("/")

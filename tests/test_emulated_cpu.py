@@ -6,6 +6,8 @@ tests/test_kernels.py's."""
 import json
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -81,7 +83,8 @@ def test_an_unfinished_emulated_run_starts_over(smoke_results, native_emulator, 
     (leftover / "metrics.parquet").write_text("a file from a killed job")
     rows = emulated_cpu.check_run(experiment, run_dir, tmp_path / "work", "Haswell")
     assert all(row["draw"] == row["emulated"] for row in rows) and len(rows) == 3
-    assert (tmp_path / "work" / "toolcall-dara_sym-G4-seed0.seconds.json").exists()
+    record = json.loads((tmp_path / "work" / "toolcall-dara_sym-G4-seed0.seconds.json").read_text())
+    assert record["seconds"] > 0 and "emulator" in record
 
 
 def test_a_differing_file_fails_the_check_and_is_marked(monkeypatch, tmp_path, capsys):
@@ -92,6 +95,7 @@ def test_a_differing_file_fails_the_check_and_is_marked(monkeypatch, tmp_path, c
              "seconds": 1.0, "ran": ran}]
     monkeypatch.setattr(emulated_cpu.shutil, "which", lambda name: "/usr/bin/true")
     monkeypatch.setattr(emulated_cpu, "check_run", lambda experiment, run_dir, work, cpu, allowed: rows)
+    monkeypatch.setattr(emulated_cpu, "check_emulator", lambda cpu, work: None)
     monkeypatch.chdir(ROOT)
     code = emulated_cpu.main(["--experiment", "smoke", "--warm-start", "--run-dir", "results/smoke/runs/x",
                               "--evaluate-run-dir", "--no-analysis", "--work", str(tmp_path)])
@@ -113,6 +117,10 @@ def test_a_draw_made_by_other_code_is_refused():
     assert emulated_cpu._refuse_other_code("HEAD", "results/tiny/runs/x") == []  # this checkout's own code passes
     # allowed, the differing files come back for the page
     assert "src/dara/tiny/trainer.py" in emulated_cpu._refuse_other_code("de659b2", "x", allowed=True)
+    # an emulated job reused from an earlier call is held to the same rule, by its own record
+    with pytest.raises(RuntimeError, match="work/runs/x was made at de659b2"):
+        emulated_cpu._emulated_code("de659b2", False, "work/runs/x", allowed=False)
+    assert emulated_cpu._emulated_code("HEAD", True, "work/runs/x", allowed=False) == ("HEAD+edits", [])
 
 
 def test_an_emulated_job_that_ran_other_kernels_is_refused(tmp_path):
@@ -123,6 +131,25 @@ def test_an_emulated_job_that_ran_other_kernels_is_refused(tmp_path):
         emulated_cpu._checked_dispatch(record, tmp_path)
     pinned = {"dispatch": {"aten_cpu_capability": "AVX2", "openblas_core": "Haswell"}}
     assert emulated_cpu._checked_dispatch(pinned, tmp_path) == "ATen AVX2, OpenBLAS Haswell"
+
+
+def test_the_emulator_probe_sorts_right_natively_and_a_failing_emulator_is_refused_by_name(monkeypatch, tmp_path):
+    """The probe is numpy's int64 argsort checked for order: it passes on a real CPU; an emulator that fails it
+    (QEMU 7.2 does, on its AVX2 path) is refused with the version that works, before any job runs."""
+    for n in (10, 100000):
+        done = subprocess.run([sys.executable, "-c", emulated_cpu._SORT_PROBE.format(n=n)], capture_output=True,
+                              text=True)
+        assert done.returncode == 0, done.stderr
+    broken = emulated_cpu._SORT_PROBE.format(n=10).replace("a[a.argsort()]", "a")  # unsorted: must fail
+    assert subprocess.run([sys.executable, "-c", broken], capture_output=True).returncode != 0
+
+    def failing(command, cpu, log):
+        raise RuntimeError("-c failed on the emulated CPU (exit 1)")
+
+    monkeypatch.setattr(emulated_cpu, "_run_emulated", failing)
+    monkeypatch.setattr(emulated_cpu, "emulator_version", lambda: "qemu-x86_64 version 7.2.22")
+    with pytest.raises(RuntimeError, match=r"7\.2\.22 mis-executes numpy's AVX2 sort .*QEMU 8 or later"):
+        emulated_cpu.check_emulator("Haswell", tmp_path)
 
 
 def test_a_missing_emulator_is_named(monkeypatch, capsys):
