@@ -135,27 +135,32 @@ profile-trainer: $(VENV)/.cpu-stamp
 
 # QEMU 8 or later for the emulated check (Debian 12's qemu-user, 7.2, mis-executes numpy's AVX2 sort of 64-bit
 # integers: benchmarks/emulated_cpu.py probes it): bookworm-backports' qemu-user (10.0), unpacked under build/qemu
-# beside the system's, not installed over it. Needs root once (apt's sources and lists); Debian 12 only.
-QEMU := build/qemu/usr/bin/qemu-x86_64
-$(QEMU):
+# beside the system's, not installed over it. Needs root once (apt's sources and lists) and Debian 12; elsewhere
+# install QEMU 8 or later and name it: make check-emulated-cpu QEMU=/usr/bin/qemu-x86_64.
+QEMU ?= build/qemu/usr/bin/qemu-x86_64
+build/qemu/usr/bin/qemu-x86_64:
 	test "$$(id -u)" = 0 || { echo "fetching QEMU from Debian's bookworm-backports needs root once" >&2; exit 1; }
+	. /etc/os-release && test "$$VERSION_CODENAME" = bookworm || { echo "bookworm-backports' QEMU is for Debian 12; \
+	  install QEMU 8 or later and pass QEMU=<its qemu-x86_64>" >&2; exit 1; }
 	test -f /etc/apt/sources.list.d/bookworm-backports.sources || { \
-	  uris=$$(awk '/^URIs:/ {print $$2; exit}' /etc/apt/sources.list.d/debian.sources) && test -n "$$uris" && \
-	  printf 'Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main\nSigned-By: %s\n' "$$uris" \
-	    /usr/share/keyrings/debian-archive-keyring.gpg > /etc/apt/sources.list.d/bookworm-backports.sources; }
+	  uris=$$(awk '/^URIs:/ {print $$2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null) && \
+	  test -n "$$uris" || { echo "no URIs in /etc/apt/sources.list.d/debian.sources to take the mirror from" >&2; \
+	  exit 1; }; printf 'Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main\nSigned-By: %s\n' \
+	  "$$uris" /usr/share/keyrings/debian-archive-keyring.gpg > /etc/apt/sources.list.d/bookworm-backports.sources; }
 	apt-get update -qq
 	rm -rf build/qemu && mkdir -p build/qemu
-	cd build/qemu && apt-get download -qq -t bookworm-backports qemu-user 2>/dev/null && dpkg-deb -x qemu-user_*.deb . \
+	cd build/qemu && apt-get download -qq -t bookworm-backports qemu-user && dpkg-deb -x qemu-user_*.deb . \
 	  && rm qemu-user_*.deb
-	$(QEMU) --version
+	$@ --version
 
-# results/tiny's toolcall warm start, two runs, their held-out evaluations and the whole analysis rerun on an emulated
-# Intel CPU with AVX2 and no AVX-512 (QEMU's user mode), their bytes compared with the draw's
-# (benchmarks/emulated_cpu.py; docs/results/emulated_cpu.md): about four hours on one core, after make reproduce;
-# a job finished by an earlier call with the same --work is reused.
+# results/tiny's toolcall warm start, two runs, their held-out evaluations and the analysis scripts rerun on an
+# emulated Intel CPU with AVX2 and no AVX-512 (QEMU's user mode), their bytes compared with the draw's
+# (benchmarks/emulated_cpu.py; docs/results/emulated_cpu.md): about four hours on one core, after make reproduce; a
+# job finished by an earlier call on the same inputs is reused. EMULATED_CPU_ARGS=--allow-other-code checks a draw
+# whose src/ differs from this checkout's (the page lists the files).
 check-emulated-cpu: $(VENV)/.cpu-stamp $(QEMU)
 	$(VENV)/bin/python -m benchmarks.emulated_cpu --emulator $(QEMU) --work build/emulated_cpu \
-	  --out docs/results/emulated_cpu.md
+	  --out docs/results/emulated_cpu.md $(EMULATED_CPU_ARGS)
 
 # verl's CPU step with the batched hf rollout against one request at a time (about 10 minutes on 2 cores); builds
 # the verl_cpu scale's tool-calling data (warm start and verl data) first.

@@ -103,6 +103,17 @@ def worker(spec: dict) -> dict:
             "ignored": unknown + [f"task_options.{name}" for name in unknown_options]}
 
 
+def warm_start_optimizer(warmstart, parameters, learning_rate: float):
+    """The optimiser a revision's warm start builds: its ``sft_optimizer`` where it has one; before that, AdamW as its
+    ``warm_start`` built it, fused from 650b268 on (read from its source), unfused before."""
+    import torch
+
+    if hasattr(warmstart, "sft_optimizer"):
+        return warmstart.sft_optimizer(parameters, learning_rate)
+    fused = "fused=True" in inspect.getsource(warmstart.warm_start)
+    return torch.optim.AdamW(parameters, lr=learning_rate, weight_decay=0.0, fused=fused)
+
+
 def supervised_seconds(spec: dict) -> list[float]:
     """Seconds of each of ``spec["sft"]["steps"]`` supervised steps (after ``warmup`` untimed ones) of the task's
     warm start, from ``spec["policy"]``, with this process's ``dara`` (a revision's own batch and loss).
@@ -126,11 +137,7 @@ def supervised_seconds(spec: dict) -> list[float]:
     items = task.items("train", sft["corpus_items"], seed=0)
     prompts = [item["prompt"] for item in items]
     prompt_ids = dict(zip(prompts, tokenizer(prompts, add_special_tokens=False)["input_ids"]))
-    # the revision's own warm-start optimiser where it names one (the fused AdamW); before that, AdamW as its warm
-    # start built it (unfused)
-    make_optimizer = getattr(warmstart, "sft_optimizer", None)
-    optimizer = (make_optimizer(model.parameters(), sft["learning_rate"]) if make_optimizer is not None
-                 else torch.optim.AdamW(model.parameters(), lr=sft["learning_rate"], weight_decay=0.0))
+    optimizer = warm_start_optimizer(warmstart, model.parameters(), sft["learning_rate"])
     rng = np.random.default_rng([0, 1])
     torch.manual_seed(0)
     seconds = []

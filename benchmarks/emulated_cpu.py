@@ -1,13 +1,13 @@
 """Rerun jobs of a finished tiny draw on an emulated CPU of another type and vendor, and compare their bytes.
 
 Why: the kernel pin (`dara.kernels`) is meant to make a run write the same bytes on every x86-64 CPU with AVX2 and
-FMA, but one machine has one CPU type. QEMU's user-mode emulator (Debian's ``qemu-user``, 7.2 or later for AVX2)
+FMA, but one machine has one CPU type. QEMU's user-mode emulator (``qemu-user``, 8 or later: `check_emulator`)
 runs this machine's Python as another CPU, emulating every instruction: with ``-cpu Haswell`` an Intel CPU (vendor
 GenuineIntel) with AVX2 and FMA and no AVX-512, so ATen, MKL, OpenBLAS and numpy dispatch as they would there,
 vendor checks included. QEMU computes each IEEE operation to the bits any CPU gives, and the approximate reciprocal
 instructions (rcpps, rsqrtps), whose tables differ between Intel and AMD, to full float32 precision, as no CPU
 does: a result that depends on the vendor's dispatch or on those tables comes out different here. What it cannot
-show: a CPU whose IEEE arithmetic were wrong, or AVX-512 (QEMU 7.2 does not emulate it; under the pin no library
+show: a CPU whose IEEE arithmetic were wrong, or AVX-512 (QEMU does not emulate it; under the pin no library
 takes it anyway).
 
 It reruns, pinned, under the emulator:
@@ -16,8 +16,9 @@ It reruns, pinned, under the emulator:
   (but the wall time), every rollout, the last checkpoint's weights;
 - the held-out evaluation of those runs (`dara.evaluation.tiny_heldout`) on the draw's own checkpoints, compared
   file by file but for each file's provenance;
-- every analysis job of the workflow (the scripts under analysis/, as a forced dry run of the workflow lists them)
-  on the draw's runs and evaluations, compared on every table, figure data file and REPORT.md they write.
+- every analysis script of the workflow (``python analysis/*.py``, as a forced dry run of the workflow lists them;
+  not the diagnostics of ``dara diagnose``) on the draw's runs and evaluations, compared on every table, figure data
+  file and REPORT.md they write.
 
 The rerun uses this checkout's code, so the check refuses a draw made by other code under ``src/`` (and, for the
 analysis, ``analysis/``), and a job reused from an earlier call that other code made: a check of old bytes against
@@ -79,15 +80,16 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _run_emulated(command: list[str], cpu: str, log: Path) -> float:
-    """``command`` (a Python module's) on the emulated CPU, pinned; its output in ``log``; the wall seconds."""
+def _run_emulated(command: list[str], cpu: str, log: Path, cwd: Path | None = None) -> float:
+    """``command`` (a Python module's or script's arguments) on the emulated CPU, pinned, in ``cwd`` (default: this
+    process's); its output in ``log``; the wall seconds."""
     inherited = {key: value for key, value in os.environ.items() if key not in IMITATIONS}
     environment = kernels.pinned_environment({**inherited, "OMP_NUM_THREADS": "1"})
     start = time.monotonic()
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as out:
         done = subprocess.run([EMULATOR, "-cpu", cpu, sys.executable, *command], env=environment, stdout=out,
-                              stderr=subprocess.STDOUT, timeout=JOB_TIMEOUT_SECONDS)
+                              stderr=subprocess.STDOUT, timeout=JOB_TIMEOUT_SECONDS, cwd=cwd)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command[:2])} failed on the emulated CPU (exit {done.returncode}); see {log}")
     return time.monotonic() - start
@@ -96,9 +98,17 @@ def _run_emulated(command: list[str], cpu: str, log: Path) -> float:
 def _emulated_code(revision: str, dirty: bool, what: str, allowed: bool, code: tuple[str, ...] = ("src",)
                    ) -> tuple[str, list[str]]:
     """The code an emulated job ran (its own record: a job can be reused from an earlier call, made by other code
-    than this checkout's), refused where its ``code`` differs from this checkout's unless ``allowed``: its short name
-    for the page, and the files that differ."""
-    changed = _refuse_other_code(revision, what, allowed, code)
+    than this checkout's), refused where its ``code`` differs from this checkout's, or carried uncommitted edits
+    (which no record names), unless ``allowed``: its short name for the page, and the files that differ."""
+    try:
+        changed = _refuse_other_code(revision, what, allowed, code)
+    except RuntimeError as error:
+        raise RuntimeError(f"an emulated job reused from an earlier call: {error}; delete it from --work to rerun it "
+                           "with this checkout's code") from None
+    if dirty and not allowed:
+        raise RuntimeError(f"{what} was emulated by code with uncommitted edits, which no record names: delete it "
+                           "from --work to rerun it, or pass --allow-other-code where the edits cannot touch the "
+                           "bytes")
     return revision[:7] + ("+edits" if dirty else ""), changed
 
 
@@ -128,18 +138,29 @@ def check_emulator(cpu: str, work: Path) -> None:
                                "--emulator") from None
 
 
-def _finished(timing: Path, *outputs: Path) -> dict | None:
-    """A job finished in an earlier call with the same work folder: its record (wall seconds and the emulator that
-    ran it) where the record (written after the job's outputs) and every output exist; else None, and the job runs
-    again from scratch."""
+def _job_key(*parts, files: tuple[Path, ...] = ()) -> str:
+    """What a job was run on, as a hash: its arguments and settings (``parts``) and the bytes of the draw's files it
+    reads (``files``), so that a job of an earlier call is reused only for the same draw and settings."""
+    digest = hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode())
+    for path in files:
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _finished(timing: Path, key: str, *outputs: Path) -> dict | None:
+    """A job finished in an earlier call with the same work folder, on the same inputs: its record (wall seconds and
+    the emulator that ran it) where the record (written after the job's outputs) names ``key`` and every output
+    exists; else None, and the job runs again from scratch."""
     if timing.exists() and all(path.exists() for path in outputs):
-        return {"emulator": "not recorded", **json.loads(timing.read_text())}
+        record = json.loads(timing.read_text())
+        if record.get("key") == key:
+            return record
     return None
 
 
-def _record(timing: Path, seconds: float) -> dict:
-    """Keep a finished job's wall seconds and emulator beside it (`_finished` reads them); returns the record."""
-    record = {"seconds": seconds, "emulator": emulator_version()}
+def _record(timing: Path, seconds: float, key: str) -> dict:
+    """Keep a finished job's wall seconds, emulator and inputs' key beside it (`_finished` reads them)."""
+    record = {"seconds": seconds, "emulator": emulator_version(), "key": key}
     write_text_atomic(timing, json.dumps(record) + "\n")
     return record
 
@@ -151,7 +172,7 @@ def _checked_dispatch(record: dict, where: Path) -> str:
     if (dispatch["aten_cpu_capability"] != kernels.PINNED_CAPABILITY
             or dispatch["openblas_core"] != kernels.PIN["OPENBLAS_CORETYPE"]):
         raise RuntimeError(f"{where} ran {ran}, not the pinned kernels: does this emulator support AVX2 and FMA "
-                           f"(QEMU 7.2 or later)?")
+                           f"(QEMU 8 or later)?")
     return ran
 
 
@@ -183,12 +204,14 @@ def check_warm_start(experiment: str, results: Path, task: str, index: int, work
     out = work / "policies" / task / f"warm_start{index}"
     # an emulated warm start takes hours: one finished in an earlier call with this --work is reused (warmstart.json
     # is written last, atomically), with its record
-    job = _finished(work / f"warm_start_{task}{index}.seconds.json", out / "warmstart.json")
+    command = ["-m", "dara.tiny.warmstart", "--experiment", experiment, "--task", task, "--warm-start", str(index),
+               "--out", str(out)]
+    key = _job_key(command, load_experiment(experiment).get("warm_start"), files=(drawn / "warmstart.json",))
+    job = _finished(work / f"warm_start_{task}{index}.seconds.json", key, out / "warmstart.json")
     if job is None:
-        command = ["-m", "dara.tiny.warmstart", "--experiment", experiment, "--task", task, "--warm-start",
-                   str(index), "--out", str(out)]
+        shutil.rmtree(out, ignore_errors=True)
         job = _record(work / f"warm_start_{task}{index}.seconds.json",
-                      _run_emulated(command, cpu, work / f"warm_start_{task}{index}.log"))
+                      _run_emulated(command, cpu, work / f"warm_start_{task}{index}.log"), key)
     record = json.loads((out / "warmstart.json").read_text())
     ran = _checked_dispatch(record["machine"], out)
     emulated_at, emulated_changed = _emulated_code(record["git_revision"]["revision"], record["git_revision"]["dirty"],
@@ -219,11 +242,12 @@ def check_run(experiment: dict, run_dir: str, work: Path, cpu: str, allow_other_
     timing = work / f"{drawn.name}.seconds.json"
     # an emulated run takes ten minutes to an hour: one finished in an earlier call with this --work is reused (the
     # trainer writes metrics.parquet last); one left unfinished starts over, so that the page times one whole job
-    job = _finished(timing, rerun_dir / "metrics.parquet")
+    command = ["-m", "dara.tiny.trainer", "--no-progress", "--run", rerun.to_json(), "--policy", str(drawn.policy_dir)]
+    key = _job_key(command, files=(Path(drawn.policy_dir) / "model.safetensors",))
+    job = _finished(timing, key, rerun_dir / "metrics.parquet")
     if job is None:
         shutil.rmtree(rerun_dir, ignore_errors=True)
-        job = _record(timing, _run_emulated(["-m", "dara.tiny.trainer", "--no-progress", "--run", rerun.to_json(),
-                                             "--policy", str(drawn.policy_dir)], cpu, work / f"{drawn.name}.log"))
+        job = _record(timing, _run_emulated(command, cpu, work / f"{drawn.name}.log"), key)
     ran = _checked_dispatch(read_machine(rerun_dir), rerun_dir)
     dirty = "dirty: true" in (rerun_dir / "git_revision.txt").read_text()
     emulated_at, emulated_changed = _emulated_code(read_revision(rerun_dir), dirty, str(rerun_dir), allow_other_code)
@@ -256,23 +280,28 @@ def check_evaluation(experiment: dict, run_dir: str, work: Path, cpu: str,
     missing = [str(path) for path in drawn_files if not path.exists()]
     if missing:
         raise FileNotFoundError(f"the draw has no evaluation {', '.join(missing)} (run make reproduce first)")
-    revision = json.loads(drawn_files[0].read_text()).get("code_revision", {}).get("revision", "")
-    changed = _refuse_other_code(revision, str(drawn_files[0]), allow_other_code)
+    # the last step's file: step 0's is a copy of the warm start's evaluation, made by that job
+    revision = json.loads(drawn_files[-1].read_text()).get("code_revision", {}).get("revision", "")
+    changed = _refuse_other_code(revision, str(drawn_files[-1]), allow_other_code)
     # the draw's run folder where the rerun's results tree expects it: the evaluation reads its checkpoints there
     # and writes its files beside them, into the work folder
     rerun = dataclasses.replace(drawn, results=str(work / "evaluation"))
-    link = Path(rerun.run_dir)
-    if not link.exists():
+    link, target = Path(rerun.run_dir), Path(drawn.run_dir).resolve()
+    if link.is_symlink() and link.resolve() != target:
+        link.unlink()  # a link left by an earlier call to another folder (or to nothing)
+    if not link.is_symlink():
         link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(Path(drawn.run_dir).resolve(), target_is_directory=True)
+        link.symlink_to(target, target_is_directory=True)
     timing = work / f"evaluate-{drawn.name}.seconds.json"
-    job = _finished(timing, *map(Path, rerun.eval_files))  # reused as a run is
+    evaluation = json.dumps(experiment["evaluation"], sort_keys=True)
+    command = ["-m", "dara.evaluation.tiny_heldout", "--run", rerun.to_json(), "--evaluation", evaluation]
+    checkpoints = tuple(sorted(Path(drawn.run_dir).glob("checkpoints/step*/model.safetensors")))
+    key = _job_key(command, files=checkpoints)
+    job = _finished(timing, key, *map(Path, rerun.eval_files))  # reused as a run is
     if job is None:
         for path in rerun.eval_files:
             Path(path).unlink(missing_ok=True)
-        evaluation = json.dumps(experiment["evaluation"], sort_keys=True)
-        job = _record(timing, _run_emulated(["-m", "dara.evaluation.tiny_heldout", "--run", rerun.to_json(),
-                                             "--evaluation", evaluation], cpu, work / f"evaluate-{drawn.name}.log"))
+        job = _record(timing, _run_emulated(command, cpu, work / f"evaluate-{drawn.name}.log"), key)
     rows = []
     for drawn_file, rerun_file in zip(drawn_files, map(Path, rerun.eval_files)):
         record = json.loads(rerun_file.read_text())
@@ -345,16 +374,22 @@ def check_analysis(experiment: str, results: Path, work: Path, cpu: str, allow_o
     timing = work / "analysis.seconds.json"
     # the whole analysis is one job: reused once finished (the report is written last), else rerun whole, so that
     # no table is left from another call
-    job = _finished(timing, record, out / "REPORT.md")
+    commands = analysis_commands(experiment)
+    # the draw's files the jobs read: every existing file their commands name
+    inputs = sorted({REPOSITORY / token for command in commands for token in shlex.split(command.partition(" > ")[0])
+                     if token.startswith(relative + "/") and (REPOSITORY / token).is_file()})
+    key = _job_key(commands, files=tuple(inputs))
+    job = _finished(timing, key, record, out / "REPORT.md")
     if job is None:
         shutil.rmtree(out, ignore_errors=True)
         seconds = _run_emulated(["-c", "import json; from dara.kernels import machine_record; "
                                  f"open({str(record)!r}, 'w').write(json.dumps(machine_record()))"], cpu,
                                 work / "analysis_machine.log")
-        for command in analysis_commands(experiment):
+        for command in commands:
             argv = _redirected(command, relative, out)
-            seconds += _run_emulated(argv, cpu, work / "analysis_logs" / f"{Path(argv[0]).stem}.log")
-        job = _record(timing, seconds)
+            seconds += _run_emulated(argv, cpu, work / "analysis_logs" / f"{Path(argv[0]).stem}.log",
+                                     cwd=REPOSITORY)  # the jobs name the draw's files relative to the workflow
+        job = _record(timing, seconds, key)
     ran = _checked_dispatch(json.loads(record.read_text()), record)
     emulated = re.search(r"at code revision ([0-9a-f]+)(\+edits)?", (out / "REPORT.md").read_text())
     emulated_revision, emulated_dirty = (emulated.group(1), bool(emulated.group(2))) if emulated else ("", False)
@@ -424,8 +459,9 @@ def render(rows: list[dict], cpu: str, command: str) -> str:
               "(values, names and dtypes). An evaluation reruns the held-out evaluation of the draw's own checkpoints "
               "(every evaluated step, the sampler and the scorers; BFCL's scorer runs natively in its own "
               "environment, as a separate program the emulator does not follow), compared as each file's JSON but "
-              "its provenance (code revision, machine, checkpoint path). The analysis reruns every analysis job of "
-              "the workflow (the commands a forced dry run of it prints) on the draw's runs and evaluations and "
+              "its provenance (code revision, machine, checkpoint path). The analysis reruns every analysis script "
+              "of the workflow (the `python analysis/*.py` commands a forced dry run of it prints; not the "
+              "diagnostics of `dara diagnose`) on the draw's runs and evaluations and "
               "compares each table and figure data file it writes (CSV and Markdown; the PNGs are not compared), "
               "and REPORT.md but its code-revision line.",
               "",

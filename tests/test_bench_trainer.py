@@ -126,3 +126,25 @@ def test_a_torch_side_from_a_policy_that_names_openblas_trains_a_copy_without_th
     assert json.loads((copy / "config.json").read_text()) == {"model_type": "qwen2"}
     assert '"dara_matmul": "openblas"' in (policy / "config.json").read_text()
     assert policy_with_products(policy, "openblas", "openblas", tmp_path) == policy  # already what is asked for
+
+
+def test_each_side_times_the_optimiser_its_own_warm_start_builds(tmp_path, monkeypatch):
+    """A revision without sft_optimizer built AdamW inline: fused from 650b268 on, unfused before, so the old side
+    must not be timed with an optimiser its warm start never ran."""
+    import importlib
+
+    import torch
+
+    from benchmarks.bench_trainer import warm_start_optimizer
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "ws_fused.py").write_text(
+        "import torch\ndef warm_start(p, lr):\n    return torch.optim.AdamW(p, lr=lr, weight_decay=0.0, fused=True)\n")
+    (tmp_path / "ws_unfused.py").write_text(
+        "import torch\ndef warm_start(p, lr):\n    return torch.optim.AdamW(p, lr=lr, weight_decay=0.0)\n")
+    parameters = [torch.nn.Parameter(torch.zeros(3))]
+    assert warm_start_optimizer(importlib.import_module("ws_fused"), parameters, 1e-3).defaults["fused"] is True
+    assert not warm_start_optimizer(importlib.import_module("ws_unfused"), parameters, 1e-3).defaults["fused"]
+    from dara.tiny import warmstart  # this checkout names its optimiser
+
+    assert warm_start_optimizer(warmstart, parameters, 1e-3).defaults["fused"] is True

@@ -31,8 +31,10 @@ def test_a_native_rerun_of_the_smoke_draw_matches_it_file_by_file(smoke_results,
                                                                    monkeypatch):
     monkeypatch.chdir(ROOT)  # the run folders are named relative to the workflow's directory
     out = tmp_path / "page.md"
+    # --allow-other-code: the plumbing is tested here, on whatever edits the checkout carries (CI's has none; the
+    # refusals are tested below)
     code = emulated_cpu.main(["--experiment", "smoke", "--results", "results/smoke", "--warm-start", "toolcall/0",
-                              "--run-dir", "results/smoke/runs/toolcall/dara_sym/G4/seed0",
+                              "--run-dir", "results/smoke/runs/toolcall/dara_sym/G4/seed0", "--allow-other-code",
                               "--work", str(tmp_path / "work"), "--out", str(out)])
     page = out.read_text()
     assert code == 0, page
@@ -57,20 +59,26 @@ def test_a_native_rerun_of_the_smoke_draw_matches_it_file_by_file(smoke_results,
 
     monkeypatch.setattr(emulated_cpu, "_run_emulated", must_not_run)
     rows = emulated_cpu.check_warm_start("smoke", ROOT / "results" / "smoke", "toolcall", 0, tmp_path / "work",
-                                         "Haswell")
+                                         "Haswell", True)
     assert all(row["draw"] == row["emulated"] for row in rows) and len(rows) == 2
     # ... and the finished run, with the timing of its first call
     experiment = emulated_cpu.load_experiment("smoke")
     rows = emulated_cpu.check_run(experiment, "results/smoke/runs/toolcall/dara_sym/G4/seed0", tmp_path / "work",
-                                  "Haswell")
+                                  "Haswell", True)
     assert all(row["draw"] == row["emulated"] for row in rows) and len(rows) == 3
     assert f"| {rows[0]['seconds']:.0f} |" in page
     # ... and its evaluation and the analysis
     rows = emulated_cpu.check_evaluation(experiment, "results/smoke/runs/toolcall/dara_sym/G4/seed0",
-                                         tmp_path / "work", "Haswell")
+                                         tmp_path / "work", "Haswell", True)
     assert rows and all(row["draw"] == row["emulated"] for row in rows)
-    rows = emulated_cpu.check_analysis("smoke", Path("results/smoke"), tmp_path / "work", "Haswell")
+    rows = emulated_cpu.check_analysis("smoke", Path("results/smoke"), tmp_path / "work", "Haswell", True)
     assert len(rows) > 10 and all(row["draw"] == row["emulated"] for row in rows)
+    # a record of other inputs (another draw, other settings) is not reused: the job runs again
+    timing = tmp_path / "work" / "toolcall-dara_sym-G4-seed0.seconds.json"
+    timing.write_text(json.dumps({**json.loads(timing.read_text()), "key": "another draw"}))
+    with pytest.raises(AssertionError, match="a finished job was emulated again"):
+        emulated_cpu.check_run(experiment, "results/smoke/runs/toolcall/dara_sym/G4/seed0", tmp_path / "work",
+                               "Haswell", True)
 
 
 def test_an_unfinished_emulated_run_starts_over(smoke_results, native_emulator, tmp_path, monkeypatch):
@@ -81,7 +89,7 @@ def test_an_unfinished_emulated_run_starts_over(smoke_results, native_emulator, 
     leftover = tmp_path / "work" / run_dir
     leftover.mkdir(parents=True)
     (leftover / "metrics.parquet").write_text("a file from a killed job")
-    rows = emulated_cpu.check_run(experiment, run_dir, tmp_path / "work", "Haswell")
+    rows = emulated_cpu.check_run(experiment, run_dir, tmp_path / "work", "Haswell", True)
     assert all(row["draw"] == row["emulated"] for row in rows) and len(rows) == 3
     record = json.loads((tmp_path / "work" / "toolcall-dara_sym-G4-seed0.seconds.json").read_text())
     assert record["seconds"] > 0 and "emulator" in record
@@ -118,9 +126,12 @@ def test_a_draw_made_by_other_code_is_refused():
     # allowed, the differing files come back for the page
     assert "src/dara/tiny/trainer.py" in emulated_cpu._refuse_other_code("de659b2", "x", allowed=True)
     # an emulated job reused from an earlier call is held to the same rule, by its own record
-    with pytest.raises(RuntimeError, match="work/runs/x was made at de659b2"):
+    with pytest.raises(RuntimeError, match="reused from an earlier call: work/runs/x was made at de659b2"):
         emulated_cpu._emulated_code("de659b2", False, "work/runs/x", allowed=False)
-    assert emulated_cpu._emulated_code("HEAD", True, "work/runs/x", allowed=False) == ("HEAD+edits", [])
+    with pytest.raises(RuntimeError, match="delete it from --work"):
+        emulated_cpu._emulated_code("HEAD", True, "work/runs/x", allowed=False)  # edits no record names
+    assert emulated_cpu._emulated_code("HEAD", True, "work/runs/x", allowed=True) == ("HEAD+edits", [])
+    assert emulated_cpu._emulated_code("HEAD", False, "work/runs/x", allowed=False) == ("HEAD", [])
 
 
 def test_an_emulated_job_that_ran_other_kernels_is_refused(tmp_path):

@@ -95,11 +95,13 @@ def test_rotating_queries_and_keys_together_gives_hugging_faces_rotary_bit_for_b
     model = _model(kv_heads=kv_heads)
     rows, new, heads, head_dim = 3, 5, 4, 8
     generator = torch.Generator().manual_seed(2)
-    qk = torch.randn(rows, new, (heads + kv_heads) * head_dim, generator=generator) * 3
+    # the query and key columns of a q/k/v projection, a non-contiguous slice, as the decoder hands them over
+    qkv = torch.randn(rows, new, (heads + 2 * kv_heads) * head_dim, generator=generator) * 3
+    qk = qkv[..., :(heads + kv_heads) * head_dim]
     positions = torch.randint(0, 40, (rows, new), generator=generator)
     cos, sin = model.model.rotary_emb(qk, positions)
     q, k = rotated_queries_and_keys(qk, cos[:, :, None], sin[:, :, None], heads, head_dim)
-    split = qk.view(rows, new, heads + kv_heads, head_dim).transpose(1, 2)
+    split = qk.contiguous().view(rows, new, heads + kv_heads, head_dim).transpose(1, 2)
     expected_q, expected_k = apply_rotary_pos_emb(split[:, :heads], split[:, heads:], cos, sin)
     assert q.shape == expected_q.shape and k.shape == expected_k.shape
     assert torch.equal(q, expected_q) and torch.equal(k, expected_k)
