@@ -56,7 +56,7 @@ import pandas as pd
 from dara import kernels
 from dara.experiments import load_experiment
 from dara.io import write_text_atomic
-from dara.provenance import git_revision, read_machine, read_revision
+from dara.provenance import git_revision, read_machine, read_revision, read_revision_record
 from dara.runs import find_run_by_dir
 
 EMULATOR = "qemu-x86_64"
@@ -121,21 +121,24 @@ def emulator_version() -> str:
 # numpy's AVX2 sort of 64-bit integers (x86-simd-sort), which pandas' grouping and pivoting call: QEMU 7.2's AVX2
 # emulation returns a wrong order or crashes on it (measured with Debian 12's 7.2.22; QEMU 10.0 sorts it right, and
 # so does every CPU natively), so an emulator is tried on it before any job runs
-_SORT_PROBE = ("import numpy as np; a = np.random.default_rng(0).integers(0, 1000, {n}).astype(np.int64); "
-               "o = a[a.argsort()]; assert (o[1:] >= o[:-1]).all(), 'argsort of {n} int64 values out of order'")
+_SORT_PROBE = ("import numpy as np\nfor n in {sizes}:\n    a = np.random.default_rng(0).integers(0, 1000, n)"
+               ".astype(np.int64)\n    o = a[a.argsort()]\n"
+               "    assert (o[1:] >= o[:-1]).all(), f'argsort of {{n}} int64 values out of order'")
+# 7.2 got 10 and 100,000 values wrong and crashed elsewhere; the sizes span numpy's small and large sort paths
+_SORT_PROBE_SIZES = (10, 1000, 100000)
 
 
 def check_emulator(cpu: str, work: Path) -> None:
-    """Refuse an emulator that mis-executes AVX2 code the jobs run (`_SORT_PROBE`), naming a version that works."""
+    """Refuse an emulator that mis-executes AVX2 code the jobs run (`_SORT_PROBE`, one emulated interpreter for every
+    size: its start-up is most of the probe's time), naming a version that works."""
     log = work / "emulator_probe.log"
-    for n in (10, 1000, 100000):
-        try:
-            _run_emulated(["-c", _SORT_PROBE.format(n=n)], cpu, log)
-        except RuntimeError:
-            raise RuntimeError(f"{emulator_version()} mis-executes numpy's AVX2 sort of {n} 64-bit integers under "
-                               f"-cpu {cpu} (see {log}): QEMU 7.2's AVX2 emulation is known to; use QEMU 8 or later "
-                               "(Debian 12: qemu-user from bookworm-backports, 10.0) and pass its qemu-x86_64 as "
-                               "--emulator") from None
+    try:
+        _run_emulated(["-c", _SORT_PROBE.format(sizes=_SORT_PROBE_SIZES)], cpu, log)
+    except RuntimeError:
+        raise RuntimeError(f"{emulator_version()} mis-executes numpy's AVX2 sort of 64-bit integers under -cpu {cpu} "
+                           f"(see {log}: the sizes it got wrong): QEMU 7.2's AVX2 emulation is known to; use QEMU 8 "
+                           "or later (Debian 12: qemu-user from bookworm-backports, 10.0) and pass its qemu-x86_64 "
+                           "as --emulator") from None
 
 
 def _job_key(*parts, files: tuple[Path, ...] = ()) -> str:
@@ -249,8 +252,9 @@ def check_run(experiment: dict, run_dir: str, work: Path, cpu: str, allow_other_
         shutil.rmtree(rerun_dir, ignore_errors=True)
         job = _record(timing, _run_emulated(command, cpu, work / f"{drawn.name}.log"), key)
     ran = _checked_dispatch(read_machine(rerun_dir), rerun_dir)
-    dirty = "dirty: true" in (rerun_dir / "git_revision.txt").read_text()
-    emulated_at, emulated_changed = _emulated_code(read_revision(rerun_dir), dirty, str(rerun_dir), allow_other_code)
+    emulated = read_revision_record(rerun_dir)
+    emulated_at, emulated_changed = _emulated_code(emulated["revision"], bool(emulated["dirty"]), str(rerun_dir),
+                                                   allow_other_code)
     changed = sorted({*changed, *emulated_changed})
     weights = f"checkpoints/step{drawn.checkpoint_steps[-1]}/model.safetensors"  # the last, the run's settings say
     compared = [("metrics.parquet (all but seconds)", _metrics_digest(drawn_dir), _metrics_digest(rerun_dir)),
@@ -348,9 +352,19 @@ def _redirected(command: str, results: str, out: Path) -> list[str]:
     return argv[1:]
 
 
+# REPORT.md's line naming the code that wrote it (analysis/report_md.py: a short revision, "+edits" where dirty)
+_REPORT_REVISION = re.compile(r"at code revision ([0-9a-f]+)(\+edits)?")
+
+
+def _report_revision(path: Path) -> tuple[str, bool]:
+    """The revision REPORT.md names and whether it carried edits; ("", False) where it names none."""
+    found = _REPORT_REVISION.search(path.read_text())
+    return (found.group(1), bool(found.group(2))) if found else ("", False)
+
+
 def _report_digest(path: Path) -> str:
     """A hash of REPORT.md but the code revision its first lines name."""
-    text = re.sub(r"at code revision [0-9a-f]+(\+edits)?", "at code revision <revision>", path.read_text())
+    text = _REPORT_REVISION.sub("at code revision <revision>", path.read_text())
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -365,8 +379,7 @@ def check_analysis(experiment: str, results: Path, work: Path, cpu: str, allow_o
     report = REPOSITORY / relative / "REPORT.md"
     if not report.exists():
         raise FileNotFoundError(f"{report} is missing (run make reproduce first)")
-    drawn_at = re.search(r"at code revision ([0-9a-f]+)", report.read_text())
-    revision = drawn_at.group(1) if drawn_at else ""
+    revision, _ = _report_revision(report)
     changed = _refuse_other_code(revision, str(report), allow_other_code, code=("src", "analysis"))
     out = work / "analysis"
     # what the emulated analysis dispatched to: one emulated interpreter's record (the scripts record none)
@@ -391,8 +404,7 @@ def check_analysis(experiment: str, results: Path, work: Path, cpu: str, allow_o
                                      cwd=REPOSITORY)  # the jobs name the draw's files relative to the workflow
         job = _record(timing, seconds, key)
     ran = _checked_dispatch(json.loads(record.read_text()), record)
-    emulated = re.search(r"at code revision ([0-9a-f]+)(\+edits)?", (out / "REPORT.md").read_text())
-    emulated_revision, emulated_dirty = (emulated.group(1), bool(emulated.group(2))) if emulated else ("", False)
+    emulated_revision, emulated_dirty = _report_revision(out / "REPORT.md")
     emulated_at, emulated_changed = _emulated_code(emulated_revision, emulated_dirty, str(out / "REPORT.md"),
                                                    allow_other_code, code=("src", "analysis"))
     changed = sorted({*changed, *emulated_changed})

@@ -148,10 +148,10 @@ def test_the_emulator_probe_sorts_right_natively_and_a_failing_emulator_is_refus
     """The probe is numpy's int64 argsort checked for order: it passes on a real CPU; an emulator that fails it
     (QEMU 7.2 does, on its AVX2 path) is refused with the version that works, before any job runs."""
     for n in (10, 100000):
-        done = subprocess.run([sys.executable, "-c", emulated_cpu._SORT_PROBE.format(n=n)], capture_output=True,
+        done = subprocess.run([sys.executable, "-c", emulated_cpu._SORT_PROBE.format(sizes=(n,))], capture_output=True,
                               text=True)
         assert done.returncode == 0, done.stderr
-    broken = emulated_cpu._SORT_PROBE.format(n=10).replace("a[a.argsort()]", "a")  # unsorted: must fail
+    broken = emulated_cpu._SORT_PROBE.format(sizes=(10,)).replace("a[a.argsort()]", "a")  # unsorted: must fail
     assert subprocess.run([sys.executable, "-c", broken], capture_output=True).returncode != 0
 
     def failing(command, cpu, log):

@@ -59,6 +59,21 @@ def test_read_revision_returns_what_write_run_provenance_wrote(tmp_path):
         provenance.read_revision(tmp_path)
 
 
+def test_read_revision_record_is_revision_texts_inverse(tmp_path, monkeypatch):
+    """Both lines come back as git_revision gave them, dirty included (the emulated check refuses edited jobs by it);
+    a file without the dirty line is refused by name."""
+    from dara import provenance
+
+    for found in ({"revision": "a" * 40, "dirty": True}, {"revision": "b" * 40, "dirty": False},
+                  {"revision": "unknown", "dirty": None}):
+        monkeypatch.setattr(provenance, "git_revision", lambda found=found: found)
+        (tmp_path / "git_revision.txt").write_text(provenance.revision_text())
+        assert provenance.read_revision_record(tmp_path) == found
+    (tmp_path / "git_revision.txt").write_text("revision: " + "a" * 40 + "\n")
+    with pytest.raises(ValueError, match="git_revision.txt does not hold"):
+        provenance.read_revision_record(tmp_path)
+
+
 def test_git_revision_inside_the_checkout_names_the_commit():
     from dara import provenance
 

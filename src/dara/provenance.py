@@ -41,6 +41,17 @@ def revision_text() -> str:
     return f"revision: {found['revision']}\ndirty: {dirty}\n"
 
 
+def read_revision_record(run_dir: str | Path) -> dict[str, Any]:
+    """A run's ``git_revision.txt`` read back (`revision_text`'s inverse): ``{"revision": <sha>, "dirty": bool or
+    None}``, as `git_revision` gave it; a file without both lines is a ValueError naming it."""
+    path = Path(run_dir) / "git_revision.txt"
+    lines = path.read_text().splitlines()
+    if len(lines) < 2 or not lines[0].startswith("revision: ") or not lines[1].startswith("dirty: "):
+        raise ValueError(f"{path} does not hold 'revision: <sha>' and 'dirty: true|false|unknown' lines")
+    dirty = {"true": True, "false": False, "unknown": None}[lines[1].removeprefix("dirty: ")]
+    return {"revision": lines[0].removeprefix("revision: "), "dirty": dirty}
+
+
 def read_revision(run_dir: str | Path) -> str:
     """The revision a run's ``git_revision.txt`` names (`revision_text`'s first line)."""
     path = Path(run_dir) / "git_revision.txt"
