@@ -3,6 +3,7 @@
 All tests share the module's one worker pool, so the start-up cost is paid once.
 """
 
+import importlib
 import logging
 import os
 import subprocess
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 import dara.rewards.math as math_rewards
 from dara.rewards.math import correctness_reward, correctness_rewards, last_boxed, length_reward
 from dara.rewards.outcome import RewardOutcome
+from dara.rewards.worker_pool import WorkerPool, score_with_limits
 
 # ---------------------------------------------------------------- last_boxed
 
@@ -168,6 +170,34 @@ def test_timeout_scores_zero_with_a_warning_and_replaces_the_worker(monkeypatch,
     assert any("timed out" in record.getMessage() for record in caplog.records)
     # The pool that replaced the stuck one serves later calls.
     assert correctness_rewards([r"\boxed{d}"], ["d"], timeout_s=5.0) == [1.0]
+
+
+SLOW_TO_IMPORT_SCORER = """
+import time
+time.sleep(1.5)  # a heavy import, longer than the items' limit
+
+
+def score(predicted, answer, timeout_s):
+    return 1.0 if predicted == answer else 0.0
+"""
+
+
+def test_no_items_limit_pays_for_importing_the_scorers_module(tmp_path, monkeypatch):
+    # A worker imports the scorer's module to unpickle it; that import must happen before any item is timed,
+    # in the first pool and in one that replaced it.
+    (tmp_path / "slow_to_import_scorer.py").write_text(SLOW_TO_IMPORT_SCORER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    scorer = importlib.import_module("slow_to_import_scorer").score
+    pool = WorkerPool(os.getpid)
+    try:
+        for _ in range(2):
+            scores = [None, None]
+            score_with_limits(pool, scorer, [("a", "a"), ("b", "c")], [0, 1], 1.0, scores,
+                              failure=lambda reason: reason, what="slow import")
+            assert scores == [1.0, 0.0]
+            pool.replace()
+    finally:
+        pool.shutdown()
 
 
 def test_crashed_worker_is_replaced_and_the_culprit_scores_zero(monkeypatch, caplog):

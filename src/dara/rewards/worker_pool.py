@@ -58,19 +58,22 @@ class WorkerPool:
     """One lazily started process pool per process, replaced when a worker hangs or dies.
 
     ``warm_up`` runs once in every new worker before the pool is used (e.g. importing a heavy library), under
-    ``startup_timeout_s``, so that no item's limit pays for a worker's start.
+    ``startup_timeout_s``, so that no item's limit pays for a worker's start. The same holds for a scorer's
+    module: `get(scorer)` has every worker import it first, once per pool.
     """
 
     def __init__(self, warm_up: Callable[[], Any], *, workers: int = 1, startup_timeout_s: float = 300.0) -> None:
         self._lock = threading.Lock()
         self._executor: ProcessPoolExecutor | None = None
         self._owner_pid: int | None = None
+        self._imported_modules: set[str] = set()
         self.warm_up = warm_up
         self.workers = workers
         self.startup_timeout_s = startup_timeout_s
         atexit.register(self.shutdown)
 
-    def get(self) -> ProcessPoolExecutor:
+    def get(self, scorer: Callable[..., Any] | None = None) -> ProcessPoolExecutor:
+        """The live pool, started if need be, whose workers have imported ``scorer``'s module."""
         with self._lock:
             if self._executor is None or self._owner_pid != os.getpid():
                 # A forked child must not use its parent's pool; it starts its own.
@@ -84,6 +87,14 @@ class WorkerPool:
                 for warm_up in warm_ups:
                     warm_up.result(timeout=self.startup_timeout_s)
                 self._executor, self._owner_pid = executor, os.getpid()
+                self._imported_modules = set()
+            if scorer is not None and scorer.__module__ not in self._imported_modules:
+                # A worker imports a scorer's module when it unpickles the first item; on a loaded machine that
+                # import (a test module with pytest and hypothesis: about 0.5 s idle) alone overran a 1 s limit.
+                imports = [self._executor.submit(_worker_pid, scorer) for _ in range(self.workers)]
+                for imported in imports:
+                    imported.result(timeout=self.startup_timeout_s)
+                self._imported_modules.add(scorer.__module__)
             return self._executor
 
     def replace(self) -> None:
@@ -104,6 +115,11 @@ class WorkerPool:
                 executor.shutdown(wait=True, cancel_futures=True)
 
 
+def _worker_pid(_scorer: Callable[..., Any]) -> int:
+    """Runs in a worker, which imported the scorer's module to unpickle the argument."""
+    return os.getpid()
+
+
 def score_with_limits(pool: WorkerPool, scorer: Callable[..., Any], jobs: Sequence[tuple], pending: list[int],
                       timeout_s: float, scores: list, failure: Callable[[str], Any], what: str) -> None:
     """Fill ``scores[i] = scorer(*jobs[i], timeout_s)`` for every index in ``pending``, each within ``timeout_s``
@@ -119,7 +135,7 @@ def _run_scored(pool, scorer, jobs, pending, timeout_s, scores, failure, what) -
     Results are collected in submission order, so with one worker each wait covers exactly one item's run
     (with more workers an item may have had longer, never less).
     """
-    executor = pool.get()
+    executor = pool.get(scorer)
     futures = [(index, executor.submit(scorer, *jobs[index], timeout_s)) for index in pending]
     for position, (index, future) in enumerate(futures):
         try:
@@ -151,7 +167,7 @@ def _harvest(future: Future, index: int, scores: list) -> bool:
 
 def _score_alone(pool, scorer, jobs, index, timeout_s, scores, failure, what) -> None:
     """After a worker died, rescore its item alone in a fresh pool: it scores, or it is the culprit."""
-    future = pool.get().submit(scorer, *jobs[index], timeout_s)
+    future = pool.get(scorer).submit(scorer, *jobs[index], timeout_s)
     try:
         scores[index] = future.result(timeout=timeout_s)
     except (FutureTimeoutError, BrokenProcessPool) as error:
