@@ -324,20 +324,27 @@ def check_evaluation(experiment: dict, run_dir: str, work: Path, cpu: str,
 _ANALYSIS_COMMAND = re.compile(r"^(OMP_NUM_THREADS=\d+ )?python analysis/\w+\.py ")
 
 
-def analysis_commands(experiment: str) -> list[str]:
-    """The shell commands of the workflow's analysis jobs, as a forced dry run of the whole workflow prints them
-    (``snakemake --dry-run --printshellcmds --forceall``): the workflow's own commands and inputs, not a restatement
-    of its rules. The report comes last (it reads the other tables)."""
+def analysis_jobs(experiment: str) -> list[tuple[str, list[str]]]:
+    """The shell command and declared outputs of each of the workflow's analysis jobs, as a forced dry run of the
+    whole workflow prints them (``snakemake --dry-run --printshellcmds --forceall``): the workflow's own commands,
+    inputs and outputs, not a restatement of its rules. The report comes last (it reads the other tables)."""
     snakemake = Path(sys.executable).with_name("snakemake")
     done = subprocess.run([str(snakemake), "--dry-run", "--printshellcmds", "--forceall", "--cores", "1", "--config",
                            f"scale={experiment}"], cwd=REPOSITORY, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"snakemake's dry run failed:\n{(done.stdout + done.stderr)[-3000:]}")
-    lines = (line.strip().removeprefix("Shell command:").strip() for line in done.stdout.splitlines())
-    commands = sorted({line for line in lines if _ANALYSIS_COMMAND.match(line)}, key=lambda c: ("report_md" in c, c))
-    if not commands:
+    jobs: dict[str, list[str]] = {}
+    outputs: list[str] = []
+    for line in (line.strip() for line in done.stdout.splitlines()):
+        if line.startswith(("rule ", "localrule ")):
+            outputs = []  # a job's block: its rule, its input, output, log... and last its shell command
+        elif line.startswith("output: "):
+            outputs = line.removeprefix("output: ").split(", ")
+        elif _ANALYSIS_COMMAND.match(command := line.removeprefix("Shell command:").strip()):
+            jobs[command] = outputs
+    if not jobs:
         raise RuntimeError("snakemake's dry run listed no analysis job (python analysis/...)")
-    return commands
+    return sorted(jobs.items(), key=lambda job: ("report_md" in job[0], job[0]))
 
 
 def _redirected(command: str, results: str, out: Path) -> list[str]:
@@ -387,7 +394,8 @@ def check_analysis(experiment: str, results: Path, work: Path, cpu: str, allow_o
     timing = work / "analysis.seconds.json"
     # the whole analysis is one job: reused once finished (the report is written last), else rerun whole, so that
     # no table is left from another call
-    commands = analysis_commands(experiment)
+    jobs = analysis_jobs(experiment)
+    commands = [command for command, _ in jobs]
     # the draw's files the jobs read: every existing file their commands name
     inputs = sorted({REPOSITORY / token for command in commands for token in shlex.split(command.partition(" > ")[0])
                      if token.startswith(relative + "/") and (REPOSITORY / token).is_file()})
@@ -408,14 +416,18 @@ def check_analysis(experiment: str, results: Path, work: Path, cpu: str, allow_o
     emulated_at, emulated_changed = _emulated_code(emulated_revision, emulated_dirty, str(out / "REPORT.md"),
                                                    allow_other_code, code=("src", "analysis"))
     changed = sorted({*changed, *emulated_changed})
+    # every table and figure data file the jobs declare, and any other the emulated jobs wrote: a job that exits 0
+    # without writing a declared file (Snakemake would fail it) shows as a differing row
+    declared = {Path(output).relative_to(relative).as_posix() for _, outputs in jobs for output in outputs
+                if output.startswith((f"{relative}/tables/", f"{relative}/figures/"))}
+    written = {path.relative_to(out).as_posix() for folder in ("tables", "figures")
+               for path in (out / folder).glob("*")}
     rows = []
-    for folder in ("tables", "figures"):
-        for path in sorted((out / folder).glob("*")):
-            if path.suffix in (".csv", ".md"):
-                drawn = REPOSITORY / relative / folder / path.name
-                rows.append({"job": "analysis", "file": f"{folder}/{path.name}",
-                             "draw": _sha256(drawn) if drawn.exists() else "missing in the draw",
-                             "emulated": _sha256(path)})
+    for name in sorted(name for name in declared | written if Path(name).suffix in (".csv", ".md")):
+        drawn, emulated = REPOSITORY / relative / name, out / name
+        rows.append({"job": "analysis", "file": name,
+                     "draw": _sha256(drawn) if drawn.exists() else "missing in the draw",
+                     "emulated": _sha256(emulated) if emulated.exists() else "not written"})
     rows.append({"job": "analysis", "file": "REPORT.md (but its code revision)", "draw": _report_digest(report),
                  "emulated": _report_digest(out / "REPORT.md")})
     return [{**row, **job, "ran": ran, "draw_revision": revision, "changed": changed,

@@ -73,6 +73,12 @@ def test_a_native_rerun_of_the_smoke_draw_matches_it_file_by_file(smoke_results,
     assert rows and all(row["draw"] == row["emulated"] for row in rows)
     rows = emulated_cpu.check_analysis("smoke", Path("results/smoke"), tmp_path / "work", "Haswell", True)
     assert len(rows) > 10 and all(row["draw"] == row["emulated"] for row in rows)
+    # a table the workflow declares and the emulated jobs did not write (a script that exits 0 having written less)
+    # is a differing row, not a row left out
+    (tmp_path / "work" / "analysis" / "tables" / "table1.csv").unlink()
+    rows = emulated_cpu.check_analysis("smoke", Path("results/smoke"), tmp_path / "work", "Haswell", True)
+    assert [(row["draw"] == row["emulated"], row["emulated"]) for row in rows if row["file"] == "tables/table1.csv"] \
+        == [(False, "not written")]
     # a record of other inputs (another draw, other settings) is not reused: the job runs again
     timing = tmp_path / "work" / "toolcall-dara_sym-G4-seed0.seconds.json"
     timing.write_text(json.dumps({**json.loads(timing.read_text()), "key": "another draw"}))

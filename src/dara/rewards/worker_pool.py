@@ -17,6 +17,7 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import pickle
 import sys
 import threading
 import types
@@ -59,21 +60,21 @@ class WorkerPool:
 
     ``warm_up`` runs once in every new worker before the pool is used (e.g. importing a heavy library), under
     ``startup_timeout_s``, so that no item's limit pays for a worker's start. The same holds for a scorer's
-    module: `get(scorer)` has every worker import it first, once per pool.
+    modules: `get(scorer)` has every worker load it first, once per pool.
     """
 
     def __init__(self, warm_up: Callable[[], Any], *, workers: int = 1, startup_timeout_s: float = 300.0) -> None:
         self._lock = threading.Lock()
         self._executor: ProcessPoolExecutor | None = None
         self._owner_pid: int | None = None
-        self._imported_modules: set[str] = set()
+        self._loaded_scorers: set[bytes] = set()
         self.warm_up = warm_up
         self.workers = workers
         self.startup_timeout_s = startup_timeout_s
         atexit.register(self.shutdown)
 
     def get(self, scorer: Callable[..., Any] | None = None) -> ProcessPoolExecutor:
-        """The live pool, started if need be, whose workers have imported ``scorer``'s module."""
+        """The live pool, started if need be, whose workers have loaded ``scorer`` (imported its modules)."""
         with self._lock:
             if self._executor is None or self._owner_pid != os.getpid():
                 # A forked child must not use its parent's pool; it starts its own.
@@ -87,14 +88,16 @@ class WorkerPool:
                 for warm_up in warm_ups:
                     warm_up.result(timeout=self.startup_timeout_s)
                 self._executor, self._owner_pid = executor, os.getpid()
-                self._imported_modules = set()
-            if scorer is not None and scorer.__module__ not in self._imported_modules:
-                # A worker imports a scorer's module when it unpickles the first item; on a loaded machine that
-                # import (a test module with pytest and hypothesis: about 0.5 s idle) alone overran a 1 s limit.
-                imports = [self._executor.submit(_worker_pid, scorer) for _ in range(self.workers)]
-                for imported in imports:
-                    imported.result(timeout=self.startup_timeout_s)
-                self._imported_modules.add(scorer.__module__)
+                self._loaded_scorers = set()
+            # A worker imports a scorer's module when it first unpickles the scorer; on a loaded machine that import
+            # (a test module with pytest and hypothesis: about 0.5 s idle) alone overran a 1 s item limit. Keyed by
+            # the pickle, which names the modules it needs (a partial's function's too).
+            pickled = None if scorer is None else pickle.dumps(scorer)
+            if pickled is not None and pickled not in self._loaded_scorers:
+                loads = [self._executor.submit(_worker_pid, scorer) for _ in range(self.workers)]
+                for loaded in loads:
+                    loaded.result(timeout=self.startup_timeout_s)
+                self._loaded_scorers.add(pickled)
             return self._executor
 
     def replace(self) -> None:
@@ -116,7 +119,7 @@ class WorkerPool:
 
 
 def _worker_pid(_scorer: Callable[..., Any]) -> int:
-    """Runs in a worker, which imported the scorer's module to unpickle the argument."""
+    """Runs in a worker, which imported the scorer's modules to unpickle the argument."""
     return os.getpid()
 
 
