@@ -3,6 +3,9 @@
     python analysis/snapshot.py            # after `make reproduce`: results/tiny -> docs/results/, every page's blocks
                                            # (and results/verl_cpu -> docs/results/verl_cpu_*, after make verl-cpu)
     python analysis/snapshot.py --check    # every page's blocks equal the snapshot (tests/test_readme_numbers.py)
+    python analysis/snapshot.py --compare REV --out PAGE
+                                           # after `make reproduce`: the files a snapshot of results/tiny would
+                                           # write, against docs/results/ as committed at git revision REV
 
 README and docs quote no result by hand: they show blocks between ``<!-- snapshot:NAME -->`` and
 ``<!-- /snapshot:NAME -->`` that this script copies from ``docs/results/NAME.md``, and point at
@@ -14,11 +17,13 @@ folder (``second_machine/claims``) shows a file of a record kept beside the snap
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -299,6 +304,12 @@ def take_snapshot(results: Path, out: Path) -> None:
                                         f"# analysis and this snapshot\n{analysis_revision}")
 
 
+def training_runs_revision(text: str) -> str | None:
+    """The training runs' short revision in the text of a snapshot's REVISION file; None where it names none."""
+    found = re.search(r"# training runs\nrevision: ([0-9a-f]{7})", text)
+    return found.group(1) if found else None
+
+
 EARLIER_DRAW = "**Not this draw's replicate:**"
 
 
@@ -308,13 +319,92 @@ def mark_earlier_draw(table: Path, revision_file: Path) -> None:
     text = table.read_text()
     if EARLIER_DRAW in text:
         return
-    found = re.search(r"# training runs\nrevision: ([0-9a-f]{7})", revision_file.read_text()) \
-        if revision_file.is_file() else None
-    draw = f"the draw of training runs at {found[1]}" if found else "an earlier draw"
+    runs = training_runs_revision(revision_file.read_text()) if revision_file.is_file() else None
+    draw = f"the draw of training runs at {runs}" if runs else "an earlier draw"
     note = (f"{EARLIER_DRAW} this table compares {draw} with its replicate; `make replicate` has not run on the "
             "draw this snapshot shows, so its claims may differ from the study column here.\n\n")
     title, rest = text.split("\n", 1) if text.startswith("# ") else ("", text)
     write_text_atomic(table, (f"{title}\n\n" if title else "") + note + rest.lstrip("\n"))
+
+
+# What a snapshot says about the draw itself (its code, machine, time and the ledger of draws), not its results
+DRAW_RECORDS = frozenset({"REVISION", "machine.md", "timing.md", "ledger.csv", "ledger_claims.md",
+                          "ledger_effects.png"})
+# REPORT.md's line naming the code that wrote it (analysis/report_md.py; "+edits" where the checkout was dirty)
+REPORT_REVISION = re.compile(r"at code revision [0-9a-f]+(\+edits)?")
+
+
+def committed_file(revision: str, path: str) -> bytes | None:
+    """The bytes of ``path`` (relative to the repository) at git ``revision``; None where it has no such file."""
+    if subprocess.run(["git", "cat-file", "-e", f"{revision}:{path}"], cwd=ROOT, capture_output=True).returncode:
+        return None
+    return subprocess.run(["git", "show", f"{revision}:{path}"], cwd=ROOT, capture_output=True, check=True).stdout
+
+
+def compare_files(remade: Path, committed) -> list[dict]:
+    """Each result file in the folder ``remade`` (a snapshot written there) against ``committed(name)``, the same
+    file of the snapshot compared with (None where it has none): rows of file, both SHA-256 digests and whether
+    they are equal. REPORT.md is compared without the code revision its first lines name; DRAW_RECORDS are left out."""
+    def digest(data: bytes, name: str) -> str:
+        if name == "REPORT.md":
+            data = REPORT_REVISION.sub("at code revision <revision>", data.decode()).encode()
+        return hashlib.sha256(data).hexdigest()
+
+    rows = []
+    for path in sorted(remade.iterdir(), key=lambda path: path.name):
+        if path.name in DRAW_RECORDS or not path.is_file():
+            continue
+        before = committed(path.name)
+        after = digest(path.read_bytes(), path.name)
+        rows.append({"file": path.name, "snapshot": None if before is None else digest(before, path.name),
+                     "remade": after, "equal": before is not None and digest(before, path.name) == after})
+    return rows
+
+
+def _table_row(text: str, what: str) -> str:
+    """The value of the row ``what`` of a two-column Markdown table (machine.md's), or "(not recorded)"."""
+    found = re.search(rf"^\| {re.escape(what)} \| (.*) \|$", text, re.M)
+    return found.group(1) if found else "(not recorded)"
+
+
+def compare_page(results: Path, revision: str) -> str:
+    """The Markdown page: a snapshot of ``results`` written to a temporary folder, each of its result files against
+    docs/results/ as committed at ``revision``, with where and when both draws ran."""
+    snapshot_revision = subprocess.run(["git", "rev-parse", "--short=7", revision], cwd=ROOT, capture_output=True,
+                                       text=True, check=True).stdout.strip()
+    committed = lambda name: committed_file(revision, f"docs/results/{name}")  # noqa: E731
+    with tempfile.TemporaryDirectory() as temporary:
+        remade = Path(temporary)
+        (remade / "ledger.csv").write_bytes(committed("ledger.csv") or b"")  # the draw joins a copy of the ledger
+        take_snapshot(results, remade)
+        rows = compare_files(remade, committed)
+        machine, timing = (remade / "machine.md").read_text(), (remade / "timing.md").read_text()
+        runs_revision = training_runs_revision((remade / "REVISION").read_text())
+    snapshot_machine = (committed("machine.md") or b"").decode()
+    snapshot_runs = training_runs_revision((committed("REVISION") or b"").decode()) or "(not recorded)"
+    equal = sum(row["equal"] for row in rows)
+    lines = [
+        "# The snapshot remade on another machine", "",
+        f"Written by `python analysis/snapshot.py --compare {snapshot_revision} --out <this page>` after `make "
+        f"reproduce`: the files `make snapshot` would copy from `results/{results.name}` (tables, figures, "
+        f"REPORT.md), each against the snapshot in `docs/results/` as committed at {snapshot_revision}. REPORT.md is "
+        "compared without "
+        "the code revision its first lines name; the files that record the draw rather than its results (its "
+        "revision, machine, time and the ledger) are not compared.", "",
+        f"- **Remade**: training runs at revision {runs_revision}, on {_table_row(machine, 'CPU')} "
+        f"({_table_row(machine, 'vector instructions')}); dispatch "
+        f"{_table_row(machine, 'dispatch seen by every job')}.",
+        f"- **Snapshot**: training runs at revision {snapshot_runs}, on {_table_row(snapshot_machine, 'CPU')} "
+        f"({_table_row(snapshot_machine, 'vector instructions')}); dispatch "
+        f"{_table_row(snapshot_machine, 'dispatch seen by every job')}.", "",
+        f"**{equal} of {len(rows)} files byte-identical**" + ("." if equal == len(rows) else
+                                                               f"; {len(rows) - equal} differ or are new."), "",
+        "| file | snapshot (SHA-256) | remade (SHA-256) | equal |", "|---|---|---|---|",
+        *(f"| {row['file']} | {row['snapshot'][:16] if row['snapshot'] else 'not in the snapshot'} | "
+          f"{row['remade'][:16]} | {'yes' if row['equal'] else '**no**'} |" for row in rows), "",
+        "## The remade draw's time", "", timing.split("\n", 1)[1].lstrip("\n") if timing.startswith("# ") else timing,
+    ]
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def fill_blocks(text: str, snapshot: Path) -> str:
@@ -347,7 +437,19 @@ def main(argv=None) -> None:
     which.add_argument("--check", action="store_true", help="only check that the pages' blocks are current")
     which.add_argument("--blocks", action="store_true", help="only fill the pages' blocks from the snapshot as it is "
                        "(after a benchmark rewrote its page there, as make bench-trainer does)")
+    which.add_argument("--compare", metavar="REVISION", help="only compare: the files a snapshot of --results would "
+                       "write, against docs/results/ as committed at this git revision, written to --out")
+    parser.add_argument("--out", type=Path, help="with --compare: the page to write (else printed)")
     args = parser.parse_args(argv)
+    if args.compare:
+        if not (args.results / "REPORT.md").is_file():
+            sys.exit(f"nothing to compare: no {args.results}/REPORT.md (make reproduce)")
+        page = compare_page(args.results, args.compare)
+        if args.out:
+            write_text_atomic(args.out, page)
+        else:
+            print(page, end="")
+        return
     pages = documents(args.readme, args.docs)
     if args.blocks:
         for page in pages:
