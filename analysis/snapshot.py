@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from dara.io import replace_atomically, write_text_atomic
-from dara.provenance import read_revision
+from dara.provenance import read_revision, without_report_revision
 
 ROOT = Path(__file__).resolve().parents[1]
 FIGURES = ("survival", "fig3", "dynamics_toolcall", "dynamics_math_length", "fig5")
@@ -330,15 +330,12 @@ def mark_earlier_draw(table: Path, revision_file: Path) -> None:
 # What a snapshot says about the draw itself (its code, machine, time and the ledger of draws), not its results
 DRAW_RECORDS = frozenset({"REVISION", "machine.md", "timing.md", "ledger.csv", "ledger_claims.md",
                           "ledger_effects.png"})
-# REPORT.md's line naming the code that wrote it (analysis/report_md.py; "+edits" where the checkout was dirty)
-REPORT_REVISION = re.compile(r"at code revision [0-9a-f]+(\+edits)?")
 
 
 def committed_file(revision: str, path: str) -> bytes | None:
     """The bytes of ``path`` (relative to the repository) at git ``revision``; None where it has no such file."""
-    if subprocess.run(["git", "cat-file", "-e", f"{revision}:{path}"], cwd=ROOT, capture_output=True).returncode:
-        return None
-    return subprocess.run(["git", "show", f"{revision}:{path}"], cwd=ROOT, capture_output=True, check=True).stdout
+    shown = subprocess.run(["git", "show", f"{revision}:{path}"], cwd=ROOT, capture_output=True)
+    return shown.stdout if shown.returncode == 0 else None
 
 
 def compare_files(remade: Path, committed) -> list[dict]:
@@ -347,7 +344,7 @@ def compare_files(remade: Path, committed) -> list[dict]:
     they are equal. REPORT.md is compared without the code revision its first lines name; DRAW_RECORDS are left out."""
     def digest(data: bytes, name: str) -> str:
         if name == "REPORT.md":
-            data = REPORT_REVISION.sub("at code revision <revision>", data.decode()).encode()
+            data = without_report_revision(data.decode()).encode()
         return hashlib.sha256(data).hexdigest()
 
     rows = []
@@ -355,9 +352,10 @@ def compare_files(remade: Path, committed) -> list[dict]:
         if path.name in DRAW_RECORDS or not path.is_file():
             continue
         before = committed(path.name)
-        after = digest(path.read_bytes(), path.name)
-        rows.append({"file": path.name, "snapshot": None if before is None else digest(before, path.name),
-                     "remade": after, "equal": before is not None and digest(before, path.name) == after})
+        snapshot = None if before is None else digest(before, path.name)
+        remade_digest = digest(path.read_bytes(), path.name)
+        rows.append({"file": path.name, "snapshot": snapshot, "remade": remade_digest,
+                     "equal": snapshot == remade_digest})
     return rows
 
 
@@ -388,9 +386,8 @@ def compare_page(results: Path, revision: str) -> str:
         f"Written by `python analysis/snapshot.py --compare {snapshot_revision} --out <this page>` after `make "
         f"reproduce`: the files `make snapshot` would copy from `results/{results.name}` (tables, figures, "
         f"REPORT.md), each against the snapshot in `docs/results/` as committed at {snapshot_revision}. REPORT.md is "
-        "compared without "
-        "the code revision its first lines name; the files that record the draw rather than its results (its "
-        "revision, machine, time and the ledger) are not compared.", "",
+        "compared without the code revision its first lines name; the files that record the draw rather than its "
+        "results (its revision, machine, time and the ledger) are not compared.", "",
         f"- **Remade**: training runs at revision {runs_revision}, on {_table_row(machine, 'CPU')} "
         f"({_table_row(machine, 'vector instructions')}); dispatch "
         f"{_table_row(machine, 'dispatch seen by every job')}.",

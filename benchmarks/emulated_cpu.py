@@ -56,7 +56,14 @@ import pandas as pd
 from dara import kernels
 from dara.experiments import load_experiment
 from dara.io import write_text_atomic
-from dara.provenance import git_revision, read_machine, read_revision, read_revision_record
+from dara.provenance import (
+    REPORT_REVISION,
+    git_revision,
+    read_machine,
+    read_revision,
+    read_revision_record,
+    without_report_revision,
+)
 from dara.runs import find_run_by_dir
 
 EMULATOR = "qemu-x86_64"
@@ -359,20 +366,15 @@ def _redirected(command: str, results: str, out: Path) -> list[str]:
     return argv[1:]
 
 
-# REPORT.md's line naming the code that wrote it (analysis/report_md.py: a short revision, "+edits" where dirty)
-_REPORT_REVISION = re.compile(r"at code revision ([0-9a-f]+)(\+edits)?")
-
-
 def _report_revision(path: Path) -> tuple[str, bool]:
     """The revision REPORT.md names and whether it carried edits; ("", False) where it names none."""
-    found = _REPORT_REVISION.search(path.read_text())
+    found = REPORT_REVISION.search(path.read_text())
     return (found.group(1), bool(found.group(2))) if found else ("", False)
 
 
 def _report_digest(path: Path) -> str:
     """A hash of REPORT.md but the code revision its first lines name."""
-    text = _REPORT_REVISION.sub("at code revision <revision>", path.read_text())
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(without_report_revision(path.read_text()).encode()).hexdigest()
 
 
 def check_analysis(experiment: str, results: Path, work: Path, cpu: str, allow_other_code: bool = False) -> list[dict]:

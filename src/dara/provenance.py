@@ -9,6 +9,7 @@ float rounding. A process that must run pinned (every workflow job) stops here, 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,15 @@ def read_revision_record(run_dir: str | Path) -> dict[str, Any]:
         raise ValueError(f"{path} does not hold 'revision: <sha>' and 'dirty: true|false|unknown' lines")
     dirty = {"true": True, "false": False, "unknown": None}[lines[1].removeprefix("dirty: ")]
     return {"revision": lines[0].removeprefix("revision: "), "dirty": dirty}
+
+
+# REPORT.md's line naming the code that wrote it (analysis/report_md.py: a short revision, "+edits" where dirty)
+REPORT_REVISION = re.compile(r"at code revision ([0-9a-f]+)(\+edits)?")
+
+
+def without_report_revision(text: str) -> str:
+    """A report's text with the code revision it names masked, so that two reports compare on their results."""
+    return REPORT_REVISION.sub("at code revision <revision>", text)
 
 
 def read_revision(run_dir: str | Path) -> str:
