@@ -20,7 +20,7 @@ from experiment_defaults import default_evaluation
 # The evaluation sampling of an experiment (its `evaluation` block; defaults in the experiment schema); the tests
 # give step 0 as many samples as every other checkpoint unless they test the warm start's own count.
 SAMPLING = {key: value for key, value in default_evaluation().items()
-            if key not in ("heldout_items", "samples", "warm_start_samples")}
+            if key not in ("heldout_items", "samples", "final_samples", "warm_start_samples")}
 needs_bfcl_env = pytest.mark.skipif(not default_bfcl_python().exists(), reason="no .venv-bfcl (build it with `make setup`)")
 
 
@@ -147,7 +147,7 @@ def test_evaluate_run_writes_one_file_per_checkpoint(tmp_path, task_name):
 
     torch.set_num_threads(1)
     run = _fake_run(tmp_path, task_name)
-    written = evaluate_runs([run], **SAMPLING, heldout_items=6, samples=2, warm_start_samples=2)
+    written = evaluate_runs([run], **SAMPLING, heldout_items=6, samples=2, final_samples=2, warm_start_samples=2)
     assert [str(p) for p in written] == run.eval_files
     records = [json.loads(p.read_text()) for p in written]
     assert [r["step"] for r in records] == [0, 1, 2]
@@ -163,11 +163,12 @@ def test_evaluate_run_writes_one_file_per_checkpoint(tmp_path, task_name):
     assert all(0.0 <= value <= 1.0 for key, value in metrics.items() if key != "composite")
     # resuming keeps existing files untouched
     before = written[1].stat().st_mtime_ns
-    evaluate_runs([run], **SAMPLING, heldout_items=6, samples=2, warm_start_samples=2)
+    evaluate_runs([run], **SAMPLING, heldout_items=6, samples=2, final_samples=2, warm_start_samples=2)
     assert written[1].stat().st_mtime_ns == before
     # a pilot's before and after: the first and last checkpoints only
     again = _fake_run(tmp_path / "ends", task_name)
-    ends = evaluate_runs([again], **SAMPLING, heldout_items=6, samples=2, warm_start_samples=2, first_and_last=True)
+    ends = evaluate_runs([again], **SAMPLING, heldout_items=6, samples=2, final_samples=2, warm_start_samples=2,
+                         first_and_last=True)
     assert [str(p) for p in ends] == [again.eval_file(0), again.eval_file(2)]
     assert sorted(p.name for p in Path(again.eval_dir).iterdir()) == ["step0.json", "step2.json"]
 
@@ -189,10 +190,35 @@ def test_checkpoints_with_the_same_files_are_sampled_once(tmp_path, monkeypatch)
         model.lm_head.weight.mul_(2.0)  # tied to the embedding: a different policy
     policy.save_policy(model, tokenizer, second.checkpoint_dir(2))
     runs = [first, second]
-    written = evaluate_runs(runs, **SAMPLING, heldout_items=6, samples=2, warm_start_samples=2)
+    written = evaluate_runs(runs, **SAMPLING, heldout_items=6, samples=2, final_samples=2, warm_start_samples=2)
     assert len(calls) == 2 and len(written) == 6  # the changed checkpoint is sampled on its own
     records = [json.loads(path.read_text()) for path in written]
     assert all(r["metrics"] == records[0]["metrics"] and r["rewards"] == records[0]["rewards"] for r in records[:5])
+
+
+def test_the_last_checkpoint_gets_the_final_samples_and_the_ones_between_the_samples(tmp_path, monkeypatch):
+    """A run's final reading (its last checkpoint) is sampled final_samples times per item, step 0
+    warm_start_samples times, every checkpoint between samples times; a pilot's ends the same way."""
+    import torch
+
+    import dara.tiny.policy as policy
+    from dara.evaluation.tiny_heldout import evaluate_runs
+
+    torch.set_num_threads(1)
+    calls = []
+    real_generate = policy.generate
+    monkeypatch.setattr(policy, "generate", lambda model, tok, prompts, **k: calls.append(len(prompts))
+                        or real_generate(model, tok, prompts, **k))
+    options = dict(**SAMPLING, heldout_items=6, samples=1, final_samples=4, warm_start_samples=3)
+    run = _fake_run(tmp_path / "a", "math_length", steps=3)  # checkpoints 0, 1, 2, 3: the same files
+    written = evaluate_runs([run], **options)
+    assert [json.loads(path.read_text())["samples_per_item"] for path in written] == [3, 1, 1, 4]
+    assert sorted(calls) == [6, 18, 24]  # steps 1 and 2 share their draws; the ends are sampled on their own
+    ends = _fake_run(tmp_path / "b", "math_length", steps=3)
+    written = evaluate_runs([ends], **options, first_and_last=True)
+    assert [json.loads(path.read_text())["samples_per_item"] for path in written] == [3, 4]
+    with pytest.raises(ValueError, match="final_samples.* must be >= 1"):
+        evaluate_runs([run], **{**options, "final_samples": 0})
 
 
 def test_step0_gets_the_warm_start_samples_and_a_shared_warm_start_evaluation_is_copied(tmp_path, monkeypatch):
@@ -210,7 +236,7 @@ def test_step0_gets_the_warm_start_samples_and_a_shared_warm_start_evaluation_is
     monkeypatch.setattr(policy, "generate", lambda model, tok, prompts, **k: calls.append(len(prompts))
                         or real_generate(model, tok, prompts, **k))
     run = _fake_run(tmp_path / "a", "math_length")
-    options = dict(**SAMPLING, heldout_items=6, samples=1, warm_start_samples=3)
+    options = dict(**SAMPLING, heldout_items=6, samples=1, final_samples=1, warm_start_samples=3)
     # the warm-start folder: the run's step-0 files plus what a warm start writes beside them
     warm = tmp_path / "policy"
     tokenizer, model = policy.load_policy(run.checkpoint_dir(0))
@@ -273,7 +299,7 @@ def test_a_trained_checkpoint_is_sampled_with_the_evaluation_seed_plus_its_runs_
     monkeypatch.setattr(policy, "generate", lambda *a, **k: seeds.append(k["seed"]) or real_generate(*a, **k))
     first = _fake_run(tmp_path, "math_length")
     second = _fake_run(tmp_path, "math_length", seed=3)  # the same checkpoint files, another seed
-    options = {**SAMPLING, "heldout_items": 6, "samples": 2, "warm_start_samples": 2}
+    options = {**SAMPLING, "heldout_items": 6, "samples": 2, "final_samples": 2, "warm_start_samples": 2}
     written = evaluate_runs([first, second], **options)
     base = options["seed"]
     assert sorted(seeds) == [base, base + 3]  # seed 0: all three checkpoints alike (the same files); seed 3: steps 1-2
@@ -288,7 +314,7 @@ def test_evaluate_run_rejects_a_run_without_checkpoints(tmp_path):
     run = Run(scale="test", backend="tiny", task="math_length", method="grpo", group_size=4, seed=0,
               results=str(tmp_path), settings={"steps": 2, "eval_every": 1, "max_new_tokens": 16, "task_options": {}})
     with pytest.raises(FileNotFoundError, match="no Hugging Face checkpoint"):
-        evaluate_runs([run], **SAMPLING, heldout_items=6, samples=2, warm_start_samples=2)
+        evaluate_runs([run], **SAMPLING, heldout_items=6, samples=2, final_samples=2, warm_start_samples=2)
 
 
 @needs_bfcl_env
@@ -299,7 +325,7 @@ def test_evaluate_run_scores_tool_calls_with_bfcl(tmp_path):
 
     torch.set_num_threads(1)
     run = _fake_run(tmp_path, "toolcall", steps=1, eval_every=1)
-    written = evaluate_runs([run], **SAMPLING, heldout_items=6, samples=2, warm_start_samples=2)
+    written = evaluate_runs([run], **SAMPLING, heldout_items=6, samples=2, final_samples=2, warm_start_samples=2)
     assert [p.name for p in written] == ["step0.json", "step1.json"]
     metrics = json.loads(written[0].read_text())["metrics"]
     assert set(metrics) == {"bfcl_accuracy", "bfcl_format", "bfcl_accuracy_tool", "bfcl_accuracy_irrelevance"}
@@ -314,7 +340,7 @@ def test_a_seed_group_evaluated_in_one_process_matches_runs_evaluated_alone(tmp_
     from dara.evaluation.tiny_heldout import evaluate_runs
 
     torch.set_num_threads(1)
-    options = dict(**SAMPLING, heldout_items=4, samples=1, warm_start_samples=1)
+    options = dict(**SAMPLING, heldout_items=4, samples=1, final_samples=1, warm_start_samples=1)
     together = evaluate_runs([_fake_run(tmp_path / "together", "toolcall", steps=1, eval_every=1),
                               _fake_run(tmp_path / "together", "math_length", steps=1, eval_every=1)], **options)
     alone = evaluate_runs([_fake_run(tmp_path / "alone", "toolcall", steps=1, eval_every=1)], **options)

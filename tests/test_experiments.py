@@ -178,8 +178,8 @@ def test_defaults_come_from_the_schema_and_fill_what_a_file_leaves_out(tmp_path)
     experiment = load_experiment(path)
     defaults = default_settings()
     assert experiment["settings"] == {**defaults, "steps": 3}
-    assert set(experiment["evaluation"]) == {"heldout_items", "samples", "warm_start_samples", "temperature", "top_p",
-                                             "seed"}
+    assert set(experiment["evaluation"]) == {"heldout_items", "samples", "final_samples", "warm_start_samples",
+                                             "temperature", "top_p", "seed"}
     # eval_every was missing from the file: it comes from the schema instead of failing later (KeyError before)
     (run, static) = run_matrix(experiment)
     assert run.settings["eval_every"] == defaults["eval_every"] and run.checkpoint_steps == [0, 3]

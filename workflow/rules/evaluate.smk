@@ -32,7 +32,9 @@ if "warm_start" in EXPERIMENT:
         threads: 1
         params:
             experiment=EXPERIMENT_SOURCE,
-            evaluation=EXPERIMENT["evaluation"],
+            # what samples the warm start (rerun trigger): the trained checkpoints' counts are not its own
+            evaluation={key: value for key, value in EXPERIMENT["evaluation"].items()
+                        if key not in ("samples", "final_samples")},
             settings=lambda wildcards: warm_start_settings(EXPERIMENT, wildcards.task, int(wildcards.index)),
             kernels=KERNEL_PIN,
         shell:

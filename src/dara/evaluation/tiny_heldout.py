@@ -7,10 +7,10 @@ One process loads torch once and evaluates `checkpoints/step{N}/` for every N of
 (`dara.runs.Run.checkpoint_steps`), writing `step{N}.json` each into the run's evaluation folder
 (`dara.runs.Run.eval_dir`; atomically; existing files are kept, so a rerun resumes). The held-out items are the
 task's `heldout` split (disjoint from training), the same for every run; each item is sampled `samples` times with
-the experiment's `evaluation` settings (temperature, top-p, seed; defaults in the experiment schema), and
-`warm_start_samples` times at step 0. A trained checkpoint is sampled with the evaluation's seed plus its run's
-seed, so that runs of different seeds draw independently and runs of one seed, whatever their method, draw alike.
-Scorers, as at paper scale:
+the experiment's `evaluation` settings (temperature, top-p, seed; defaults in the experiment schema),
+`final_samples` times at the run's last checkpoint and `warm_start_samples` times at step 0 (below). A trained
+checkpoint is sampled with the evaluation's seed plus its run's seed, so that runs of different seeds draw
+independently and runs of one seed, whatever their method, draw alike. Scorers, as at paper scale:
 - toolcall / toolcall3: items become BFCL entries (tool docs + possible answers; no-tool items are
   irrelevance entries) scored by bfcl-eval's AST checker in the .venv-bfcl environment (one subprocess for
   all checkpoints), plus the format metric of the paper's BFCL protocol (docs/evaluation.md);
@@ -30,9 +30,11 @@ comparison, so it gets `warm_start_samples`, and it is evaluated once per warm s
 
 writes the warm-start policy's `step0.json`, and an evaluation job given it (`--warm-start-eval`) copies it into each
 run's `step0.json` when the run's step-0 checkpoint has the same files (SHA-256), task options, response cap and
-sampling; otherwise the job samples that checkpoint itself. Within a process, checkpoints with the same files and
-sampling are sampled once: generation is a deterministic function of the weights, the prompts and the sampling
-seed, so the texts are reused.
+sampling; otherwise the job samples that checkpoint itself. The last checkpoint, a run's final reading (the held-out
+claims, the drift control's difference from the base), gets `final_samples` for the same reason (docs/evaluation.md);
+the checkpoints between keep `samples`. Within a process, checkpoints with the same files and sampling are sampled
+once: generation is a deterministic function of the weights, the prompts and the sampling seed, so the texts are
+reused.
 """
 
 from __future__ import annotations
@@ -141,11 +143,13 @@ def task_metrics(task, items: Sequence[Mapping], texts: Sequence[str], lengths: 
     return {}
 
 
-def evaluate_runs(runs: Sequence[Run | WarmStart], *, heldout_items: int, samples: int, warm_start_samples: int,
-                  temperature: float, top_p: float, seed: int, bfcl_python: Path | None = None,
-                  warm_start_evals: Sequence[Path] = (), first_and_last: bool = False) -> list[Path]:
+def evaluate_runs(runs: Sequence[Run | WarmStart], *, heldout_items: int, samples: int, final_samples: int,
+                  warm_start_samples: int, temperature: float, top_p: float, seed: int,
+                  bfcl_python: Path | None = None, warm_start_evals: Sequence[Path] = (),
+                  first_and_last: bool = False) -> list[Path]:
     """Evaluate every checkpoint of several runs in one process, with an experiment's ``evaluation`` settings
-    (heldout_items, samples, warm_start_samples for step 0, temperature, top_p, seed).
+    (heldout_items, samples, final_samples for each run's last checkpoint, warm_start_samples for step 0,
+    temperature, top_p, seed).
 
     ``runs``: `dara.runs.Run` of any backend whose checkpoints are Hugging Face folders of a tiny policy (the CPU
     trainers' and verl's on CPU), or a `dara.runs.WarmStart` policy; ``first_and_last``: only each run's first and
@@ -160,8 +164,9 @@ def evaluate_runs(runs: Sequence[Run | WarmStart], *, heldout_items: int, sample
     import torch
 
     torch.set_num_threads(1)
-    if samples < 1 or warm_start_samples < 1 or heldout_items < 1:
-        raise ValueError("samples, warm_start_samples and heldout_items must be >= 1")
+    if min(samples, final_samples, warm_start_samples, heldout_items) < 1:
+        raise ValueError("samples, final_samples, warm_start_samples and heldout_items must be >= 1, got "
+                         f"{samples}, {final_samples}, {warm_start_samples}, {heldout_items}")
     shared: dict[str, tuple[Path, dict]] = {}
     for path in warm_start_evals:
         try:
@@ -180,8 +185,8 @@ def evaluate_runs(runs: Sequence[Run | WarmStart], *, heldout_items: int, sample
         if first_and_last:
             steps = sorted({steps[0], steps[-1]})
         run_written, run_pending, run_cases = _generate_run(
-            run, steps, f"run{run_number}/", heldout_items, samples, warm_start_samples, temperature, top_p, seed,
-            generated, shared)
+            run, steps, f"run{run_number}/", heldout_items, (samples, final_samples, warm_start_samples), temperature,
+            top_p, seed, generated, shared)
         written += run_written
         pending.update({(run_number, step): value for step, value in run_pending.items()})
         bfcl_cases += run_cases
@@ -228,11 +233,11 @@ def _checkpoint_digest(checkpoint: Path) -> str:
     return digest.hexdigest()
 
 
-def _generate_run(run: Run | WarmStart, steps: Sequence[int], case_prefix: str, heldout_items: int, samples: int,
-                  warm_start_samples: int,
-                  temperature: float, top_p: float, seed: int, generated: dict[str, tuple[list[str], list[int]]],
-                  shared: Mapping[str, tuple[Path, dict]]):
+def _generate_run(run: Run | WarmStart, steps: Sequence[int], case_prefix: str, heldout_items: int,
+                  sample_counts: tuple[int, int, int], temperature: float, top_p: float, seed: int,
+                  generated: dict[str, tuple[list[str], list[int]]], shared: Mapping[str, tuple[Path, dict]]):
     """Generate and score one run's unevaluated checkpoints; BFCL cases are returned for batch scoring.
+    ``sample_counts``: samples per item between the ends, at the run's last checkpoint, at step 0 (the warm start).
     ``generated`` maps an evaluation key (checkpoint files, task, options, length cap, sampling) to texts already
     sampled in this process; ``shared`` maps it to a warm-start evaluation to copy."""
     from dara.tasks import get_task
@@ -244,6 +249,8 @@ def _generate_run(run: Run | WarmStart, steps: Sequence[int], case_prefix: str, 
     items = task.items("heldout", heldout_items, seed=0)
     tool_task = isinstance(task, ToolCallTask)
     written, pending, bfcl_cases = [], {}, []
+    samples, final_samples, warm_start_samples = sample_counts
+    last_step = run.checkpoint_steps[-1]
     revision = git_revision()  # the sampler and scorers are code: a result says which code made it
     machine = machine_record()  # and the CPU and kernel dispatch sampled it (a pinned job checks its pin here)
     coordinates = {"task": run.task, "method": run.method, "group_size": run.group_size, "seed": run.seed,
@@ -256,7 +263,7 @@ def _generate_run(run: Run | WarmStart, steps: Sequence[int], case_prefix: str, 
         checkpoint = Path(run.checkpoint_dir(step))
         if not (checkpoint / "config.json").is_file():
             raise FileNotFoundError(f"no Hugging Face checkpoint (config.json) under {checkpoint}")
-        per_item = warm_start_samples if step == 0 else samples
+        per_item = warm_start_samples if step == 0 else final_samples if step == last_step else samples
         # Step 0 (the warm start, shared by every run) is sampled with the evaluation's seed; a trained checkpoint
         # with that seed plus its run's: one seed for all runs would give every run's evaluation the same random
         # draws, whose error a median over seeds then cannot average out; runs of one seed share theirs (paired).
