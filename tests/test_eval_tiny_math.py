@@ -219,6 +219,14 @@ def test_the_last_checkpoint_gets_the_final_samples_and_the_ones_between_the_sam
     assert [json.loads(path.read_text())["samples_per_item"] for path in written] == [3, 4]
     with pytest.raises(ValueError, match="final_samples.* must be >= 1"):
         evaluate_runs([run], **{**options, "final_samples": 0})
+    # a rerun resumes over files made with these settings, and refuses to keep one made with others
+    calls.clear()
+    evaluate_runs([run], **options)
+    assert calls == []
+    with pytest.raises(ValueError, match=r"step3.json was evaluated with other settings \(samples_per_item 4 "
+                                         r"where these settings give 16\); remove it"):
+        evaluate_runs([run], **{**options, "final_samples": 16})
+    assert json.loads(Path(run.eval_file(3)).read_text())["samples_per_item"] == 4  # left as it was
 
 
 def test_step0_gets_the_warm_start_samples_and_a_shared_warm_start_evaluation_is_copied(tmp_path, monkeypatch):

@@ -114,8 +114,8 @@ def main(argv: list[str] | None = None) -> None:
     lines = [f"# The drift control read with {args.samples} samples per item against the pipeline's reading", "",
              f"Written by `python experiments/calibration/eval_precision.py {command}` ({len(runs)} checkpoints"
              f" evaluated or found in {seconds:.0f} s). Points of held-out correctness, each run's final minus its own"
-             " warm start's base (16 samples per item); per warm start the median over its runs; criterion 3 reads the"
-             f" median over warm starts against {BOUND:g} points.", "",
+             f" warm start's base ({evaluation['warm_start_samples']} samples per item); per warm start the median over"
+             f" its runs; criterion 3 reads the median over warm starts against {BOUND:g} points.", "",
              "| task | method | pipeline's samples per item | per warm start | median warm start | criterion 3 |"
              f" per warm start, {args.samples} samples | median warm start | criterion 3 |",
              "|---|---|---|---|---|---|---|---|---|"]

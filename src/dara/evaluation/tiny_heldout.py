@@ -5,12 +5,13 @@ and TRL trainers' runs, and verl's runs at the verl_cpu scale.
 
 One process loads torch once and evaluates `checkpoints/step{N}/` for every N of the run's checkpoint steps
 (`dara.runs.Run.checkpoint_steps`), writing `step{N}.json` each into the run's evaluation folder
-(`dara.runs.Run.eval_dir`; atomically; existing files are kept, so a rerun resumes). The held-out items are the
-task's `heldout` split (disjoint from training), the same for every run; each item is sampled `samples` times with
-the experiment's `evaluation` settings (temperature, top-p, seed; defaults in the experiment schema),
-`final_samples` times at the run's last checkpoint and `warm_start_samples` times at step 0 (below). A trained
-checkpoint is sampled with the evaluation's seed plus its run's seed, so that runs of different seeds draw
-independently and runs of one seed, whatever their method, draw alike. Scorers, as at paper scale:
+(`dara.runs.Run.eval_dir`; atomically; existing files made with the same settings are kept, so a rerun resumes, and one
+made with other settings is an error). The held-out items are the task's `heldout` split (disjoint from training), the
+same for every run; each item is sampled `samples` times with the experiment's `evaluation` settings (temperature,
+top-p, seed; defaults in the experiment schema), `final_samples` times at the run's last checkpoint and
+`warm_start_samples` times at step 0 (below). A trained checkpoint is sampled with the evaluation's seed plus its run's
+seed, so that runs of different seeds draw independently and runs of one seed, whatever their method, draw alike.
+Scorers, as at paper scale:
 - toolcall / toolcall3: items become BFCL entries (tool docs + possible answers; no-tool items are
   irrelevance entries) scored by bfcl-eval's AST checker in the .venv-bfcl environment (one subprocess for
   all checkpoints), plus the format metric of the paper's BFCL protocol (docs/evaluation.md);
@@ -258,17 +259,18 @@ def _generate_run(run: Run | WarmStart, steps: Sequence[int], case_prefix: str, 
     for step in steps:
         target = Path(run.eval_file(step))
         written.append(target)
-        if target.exists():
-            continue
-        checkpoint = Path(run.checkpoint_dir(step))
-        if not (checkpoint / "config.json").is_file():
-            raise FileNotFoundError(f"no Hugging Face checkpoint (config.json) under {checkpoint}")
         per_item = warm_start_samples if step == 0 else final_samples if step == last_step else samples
         # Step 0 (the warm start, shared by every run) is sampled with the evaluation's seed; a trained checkpoint
         # with that seed plus its run's: one seed for all runs would give every run's evaluation the same random
         # draws, whose error a median over seeds then cannot average out; runs of one seed share theirs (paired).
         sampling = {"temperature": temperature, "top_p": top_p, "seed": seed if step == 0 else seed + run.seed,
                     "max_new_tokens": run.max_new_tokens}
+        if target.exists():  # a rerun resumes, but only over evaluations made with these settings
+            _check_kept(target, {"heldout_items": len(items), "samples_per_item": per_item, "sampling": sampling})
+            continue
+        checkpoint = Path(run.checkpoint_dir(step))
+        if not (checkpoint / "config.json").is_file():
+            raise FileNotFoundError(f"no Hugging Face checkpoint (config.json) under {checkpoint}")
         digest = _checkpoint_digest(checkpoint)
         key = json.dumps([digest, run.task, task_options, len(items), per_item, sampling], sort_keys=True)
         if key in shared:
@@ -294,6 +296,21 @@ def _generate_run(run: Run | WarmStart, steps: Sequence[int], case_prefix: str, 
             bfcl_cases += [bfcl_entry(item, f"{case_prefix}step{step}/{n}", text)
                            for n, (item, text) in enumerate(zip(repeated, texts))]
     return written, pending, bfcl_cases
+
+
+def _check_kept(target: Path, expected: Mapping) -> None:
+    """An existing evaluation file is kept (a rerun resumes) only where it was made with ``expected`` (held-out
+    items, samples per item, sampling); otherwise a ValueError names what differs, rather than a table that mixes
+    settings or a result silently replaced."""
+    try:
+        record = json.loads(target.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{target} exists but is not an evaluation (not JSON: {error}); remove it to evaluate "
+                         "again") from None
+    differ = {key: (record.get(key), value) for key, value in expected.items() if record.get(key) != value}
+    if differ:
+        found = ", ".join(f"{key} {old!r} where these settings give {new!r}" for key, (old, new) in differ.items())
+        raise ValueError(f"{target} was evaluated with other settings ({found}); remove it to evaluate again")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
