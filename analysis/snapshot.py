@@ -382,7 +382,7 @@ def compare_page(results: Path, revision: str) -> str:
     snapshot_runs = training_runs_revision((committed("REVISION") or b"").decode()) or "(not recorded)"
     equal = sum(row["equal"] for row in rows)
     lines = [
-        "# The snapshot remade on another machine", "",
+        f"# A snapshot of results/{results.name} against the one committed at {snapshot_revision}", "",
         f"Written by `python analysis/snapshot.py --compare {snapshot_revision} --out <this page>` after `make "
         f"reproduce`: the files `make snapshot` would copy from `results/{results.name}` (tables, figures, "
         f"REPORT.md), each against the snapshot in `docs/results/` as committed at {snapshot_revision}. REPORT.md is "
