@@ -25,14 +25,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from dara.analysis.config import load_analysis_config
 from dara.evaluation.tiny_heldout import evaluate_runs
 from dara.experiments import load_experiment
 from dara.io import write_csv_atomic, write_text_atomic
 from dara.runs import run_matrix
 
-# Each task's held-out correctness, as analysis/regime.py reads it
-METRIC = {"toolcall": "bfcl_accuracy_tool", "toolcall_dense": "bfcl_accuracy_tool",
-          "toolcall3": "bfcl_accuracy_tool", "math_length": "accuracy"}
+ROOT = Path(__file__).resolve().parents[2]
+TASKS = ("toolcall", "toolcall_dense", "toolcall3", "math_length")  # the tasks whose control has headroom to drift
 BOUND = 5.0  # criterion 3: within 5 points of the base
 
 
@@ -69,12 +69,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--scratch", type=Path, required=True, help="where the new evaluations go")
     parser.add_argument("--samples", type=int, default=16)
     parser.add_argument("--methods", nargs="+", default=["shuffled"])
-    parser.add_argument("--tasks", nargs="+", default=list(METRIC), choices=list(METRIC))
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS))
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
 
     experiment = load_experiment(args.experiment)
     scale, evaluation = experiment["scale"], experiment["evaluation"]
+    # each task's held-out correctness, the metric the regime table reads ("metrics/<key>" in the evaluation files)
+    correctness = load_analysis_config(ROOT / "analysis" / "config.yaml", scale)["heldout_correctness"]
+    unknown = sorted(set(args.tasks) - set(correctness))
+    if unknown:
+        parser.error(f"analysis/config.yaml names no held-out correctness metric for {unknown}")
     scratch_scale = args.scratch / scale
     scratch_scale.mkdir(parents=True, exist_ok=True)
     for folder in ("runs", "policies"):  # the checkpoints and the bases stay where the pipeline wrote them
@@ -94,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
 
     rows = []
     for run in runs:
-        metric, last = METRIC[run.task], run.checkpoint_steps[-1]
+        metric, last = correctness[run.task].removeprefix("metrics/"), run.checkpoint_steps[-1]
         base = _reading(Path(run.policy_dir) / "heldout_eval" / "step0.json")
         relative = Path(run.eval_file(last)).relative_to(args.scratch)
         pipeline = _reading(args.reading / relative)
