@@ -3,13 +3,18 @@
     python analysis/ledger.py backfill                        # the four draws recorded before the ledger existed
     python analysis/ledger.py append --results results/tiny   # a finished `make reproduce` from empty
     python analysis/ledger.py views --ledger docs/results/ledger.csv --out docs/results
+    python analysis/ledger.py fingerprint --results results/tiny   # a recorded draw's runs, still on disk
+    python analysis/ledger.py mark-repeat --draw 20be9fc-avx2 --task toolcall --same-runs-as 650b268-avx512
 
 ``backfill`` rebuilds the recorded draws' rows (:data:`RECORDED`, in the order they were drawn) from the tables kept
 in docs/results/ and writes them first in the ledger, keeping any appended draw after them: running it twice writes
 the same file. ``append`` adds the draw of a finished results tree (`dara.analysis.ledger.draw_rows`: it refuses a
 partial, dirty or mixed draw, and a draw id already recorded). ``views`` writes ledger_claims.md (each claim's
 verdict and effect per draw, and how many draws agree) and ledger_effects.png (each claim's effect per draw with its
-interval). The columns, the rules versions and how claims are matched across draws: `dara.analysis.ledger`.
+interval). ``fingerprint`` writes the fingerprints of a recorded draw's runs (`dara.analysis.ledger.runs_fingerprint`)
+from its results tree, for draws recorded before the ledger had them; ``mark-repeat`` records that a draw's runs of a
+task are an earlier draw's, byte for byte, where its snapshot compared them (`append` finds it by the fingerprints).
+The columns, the rules versions and how claims are matched across draws: `dara.analysis.ledger`.
 """
 
 from __future__ import annotations
@@ -123,8 +128,18 @@ def main(argv=None) -> None:
     add.add_argument("--date", help="when the draw finished, YYYY-MM-DD (default: REPORT.md's date, UTC)")
     add.add_argument("--draw-id", help="instead of <training revision>-<vector type>")
     add.add_argument("--skip-recorded", action="store_true",
-                     help="exit 0, leaving the ledger as it is, when the draw's id is already recorded (a snapshot "
-                          "retaken from the same draw); without it that is refused")
+                     help="exit 0 when the draw's id is already recorded (a snapshot retaken from the same draw), "
+                          "writing only the fingerprints of its runs where the ledger lacks them; without it that is "
+                          "refused")
+    prints = commands.add_parser("fingerprint", help="write a recorded draw's run fingerprints from its results tree")
+    prints.add_argument("--results", type=Path, required=True, help="the draw's results tree as make reproduce left it")
+    prints.add_argument("--ledger", type=Path, default=LEDGER)
+    prints.add_argument("--draw-id", help="instead of <training revision>-<vector type>")
+    repeat = commands.add_parser("mark-repeat", help="record that a draw's runs of a task are an earlier draw's")
+    repeat.add_argument("--draw", required=True, help="the later draw's id")
+    repeat.add_argument("--task", required=True, help="the task whose runs it repeats, e.g. toolcall")
+    repeat.add_argument("--same-runs-as", required=True, help="the earlier draw's id")
+    repeat.add_argument("--ledger", type=Path, default=LEDGER)
     show = commands.add_parser("views", help="write ledger_claims.md and ledger_effects.png")
     show.add_argument("--ledger", type=Path, default=LEDGER)
     show.add_argument("--out", type=Path, default=RESULTS)
@@ -136,13 +151,33 @@ def main(argv=None) -> None:
         try:
             rows = ledger.draw_rows(args.results, date=args.date or finished_date(args.results),
                                     draw_id=args.draw_id)
-            if args.skip_recorded and rows["draw_id"].iloc[0] in set(ledger.read_ledger(args.ledger)["draw_id"]):
-                print(f"{args.ledger}: draw {rows['draw_id'].iloc[0]} is already recorded; left as it is")
+            recorded = ledger.read_ledger(args.ledger)
+            if args.skip_recorded and rows["draw_id"].iloc[0] in set(recorded["draw_id"]):
+                # its runs' fingerprints, where the draw was recorded without them (refused if they differ)
+                filled = ledger.record_fingerprints(recorded, rows)
+                if not filled.equals(recorded):
+                    ledger.write_ledger(args.ledger, filled)
+                print(f"{args.ledger}: draw {rows['draw_id'].iloc[0]} is already recorded; "
+                      + ("its fingerprints written" if not filled.equals(recorded) else "left as it is"))
                 return
             ledger.append(args.ledger, rows)
         except ledger.DrawError as refused:
             sys.exit(f"not appended to {args.ledger}: {refused}")
         print(f"{args.ledger}: draw {rows['draw_id'].iloc[0]} appended ({len(rows)} claims)")
+    elif args.command in ("fingerprint", "mark-repeat"):
+        try:
+            table = ledger.read_ledger(args.ledger)
+            if args.command == "fingerprint":
+                rows = ledger.draw_rows(args.results, draw_id=args.draw_id)
+                table, what = ledger.record_fingerprints(table, rows), f"draw {rows['draw_id'].iloc[0]}'s fingerprints"
+            else:
+                table = ledger.mark_repeat(table, args.draw, args.task, args.same_runs_as)
+                marked = table.loc[(table["draw_id"] == args.draw) & (table["task"] == args.task), "same_runs_as"]
+                what = f"{args.draw}'s runs of {args.task} marked as {marked.iloc[0]}'s"
+        except ledger.DrawError as refused:
+            sys.exit(f"{args.ledger} left as it is: {refused}")
+        ledger.write_ledger(args.ledger, table)
+        print(f"{args.ledger}: {what}")
     else:
         for path in views(args.ledger, args.out):
             print(path)

@@ -283,6 +283,9 @@ def test_headline_claims_test_the_per_run_tables_with_the_config_margins():
     tested = [c for c in found.values() if np.isfinite(c.p_raw)]
     assert len(tested) >= 3 and all(c.p_holm >= c.p_raw for c in tested)
     assert max(c.p_holm for c in tested) <= 1.0
+    # each claim names the task whose runs it reads (the ledger tells re-readings of one task's runs by it)
+    assert {name: c.task for name, c in found.items()} == {
+        name: ("math_length" if "Static-Asym" in name else "toolcall") for name in found}
 
 
 def test_the_irrelevance_claim_is_not_testable_where_the_evaluation_has_no_irrelevance_items():

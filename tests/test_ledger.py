@@ -4,6 +4,7 @@ parsing of the old tables' "ours" texts."""
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -29,9 +30,11 @@ def test_the_schema_names_every_column_in_order_with_its_type():
     assert list(ledger.SCHEMA) == [
         "draw_id", "training_revision", "analysis_revision", "date", "cpu_model", "vector_type", "kernel_dispatch",
         "seeds_method", "seeds_baseline", "warm_starts", "reproduce_seconds", "core_minutes", "claim", "claim_kind",
-        "claim_rules", "effect", "ci_low", "ci_high", "p_raw", "p_adjusted", "verdict"]
+        "claim_rules", "task", "effect", "ci_low", "ci_high", "p_raw", "p_adjusted", "verdict", "runs_sha256",
+        "same_runs_as"]
     strings = {"draw_id", "training_revision", "analysis_revision", "date", "cpu_model", "vector_type",
-               "kernel_dispatch", "claim", "claim_kind", "claim_rules", "verdict"}
+               "kernel_dispatch", "claim", "claim_kind", "claim_rules", "task", "verdict", "runs_sha256",
+               "same_runs_as"}
     counts = {"seeds_method", "seeds_baseline", "warm_starts", "reproduce_seconds"}
     assert {c for c, t in ledger.SCHEMA.items() if t == "string"} == strings
     assert {c for c, t in ledger.SCHEMA.items() if t == "Int64"} == counts
@@ -110,6 +113,9 @@ def finished_tree(root: Path, revisions=None, dirty=None, machines=None, started
         (folder / "git_revision.txt").write_text(f"revision: {revision}\ndirty: {state}\n")
         (folder / "machine.json").write_text(json.dumps((machines or {}).get(index, _machine())))
         (folder / "metrics.parquet").write_bytes(b"")
+        for step in (0, 30):  # the fingerprint reads the last one
+            (folder / "checkpoints" / f"step{step}").mkdir(parents=True)
+            (folder / "checkpoints" / f"step{step}" / "model.safetensors").write_bytes(f"{run} {step}".encode())
     warm_start = results / "policies" / "toolcall" / "warm_start0"
     warm_start.mkdir(parents=True)
     (warm_start / "warmstart.json").write_text(json.dumps({"step0": {}, "machine": _machine()}))
@@ -225,9 +231,162 @@ def test_the_script_appends_a_finished_draw_and_exits_naming_a_refusal(tmp_path)
     before = path.read_bytes()
     script.main(["append", "--results", str(results), "--ledger", str(path), "--skip-recorded"])
     assert path.read_bytes() == before
+    # a draw recorded without its runs' fingerprints gets them from a retaken snapshot, and only them
+    table = ledger.read_ledger(path)
+    ledger.write_ledger(path, table.assign(runs_sha256=pd.NA))
+    script.main(["append", "--results", str(results), "--ledger", str(path), "--skip-recorded"])
+    assert path.read_bytes() == before
+    (results / "runs" / RUNS[0] / "checkpoints" / "step30" / "model.safetensors").write_bytes(b"other runs")
+    with pytest.raises(SystemExit, match="not appended .*recorded with another fingerprint"):
+        script.main(["append", "--results", str(results), "--ledger", str(path), "--skip-recorded"])
+    assert path.read_bytes() == before
     (results / "reproduce_seconds.txt").write_text("900 seconds; started from an empty results/tiny: no\n")
     with pytest.raises(SystemExit, match="not appended .*a partial draw"):  # refusals still refuse
         script.main(["append", "--results", str(results), "--ledger", str(path), "--skip-recorded"])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the same runs read again: tasks, fingerprints, repeats
+
+
+STATIC = "DARA-Asym's held-out accuracy is not lower than Static-Asym's"
+REGIME = "on toolcall, format starts sparser than correctness and DARA up-weights it"
+
+
+def test_a_claims_task_comes_from_claims_csv_else_from_its_text():
+    assert [ledger.task_from_text(text) for text in (A, B, STABLE.format("0.99", ""), STATIC, REGIME)] == [
+        "toolcall", "toolcall", "math_length", "math_length", "toolcall"]
+    assert ledger.task_from_text("DARA beats GDPO") is None
+    claims = pd.DataFrame({"claim": [A, B, "DARA beats GDPO"], "task": ["toolcall_dense", "", None]})
+    assert ledger.claim_tasks(claims).tolist() == ["toolcall_dense", "toolcall", pd.NA]  # the column wins
+    assert ledger.claim_tasks(claims.drop(columns="task")).tolist() == ["toolcall", "toolcall", pd.NA]
+
+
+def test_the_fingerprint_is_the_tasks_runs_last_checkpoints_by_path(tmp_path):
+    results = finished_tree(tmp_path)
+    rows = ledger.draw_rows(results)
+    assert rows["task"].tolist() == ["toolcall", "toolcall", "math_length"]
+    fingerprint = ledger.runs_fingerprint(results, "toolcall")
+    assert rows["runs_sha256"].tolist()[:2] == [fingerprint] * 2 and len(fingerprint) == 64
+    assert pd.isna(rows["runs_sha256"].iloc[2])  # the tree trained no math_length run: nothing to fingerprint
+    run = results / "runs" / RUNS[0]
+    (run / "checkpoints" / "step0" / "model.safetensors").write_bytes(b"an earlier checkpoint, not the end")
+    assert ledger.runs_fingerprint(results, "toolcall") == fingerprint
+    (run / "checkpoints" / "step30" / "model.safetensors").write_bytes(b"other final weights")
+    changed = ledger.runs_fingerprint(results, "toolcall")
+    assert changed != fingerprint
+    (run / "checkpoints" / "step100").mkdir()
+    with pytest.raises(ledger.DrawError, match="a partial draw: no .*step100/model.safetensors"):
+        ledger.runs_fingerprint(results, "toolcall")
+    (run / "checkpoints" / "step100").rmdir()
+    extra = results / "runs" / "toolcall" / "grpo" / "G4" / "seed0"
+    shutil.copytree(run, extra)
+    assert ledger.runs_fingerprint(results, "toolcall") != changed  # one run more: other runs
+    shutil.rmtree(extra / "checkpoints")
+    with pytest.raises(ledger.DrawError, match="a partial draw: .*grpo/G4/seed0 has no checkpoint"):
+        ledger.runs_fingerprint(results, "toolcall")
+    with pytest.raises(ledger.DrawError, match="no runs of math_length under"):
+        ledger.runs_fingerprint(results, "math_length")
+
+
+def test_append_marks_a_draw_of_the_same_runs_by_its_fingerprint(tmp_path):
+    path, results = tmp_path / "ledger.csv", finished_tree(tmp_path)
+    rows = ledger.draw_rows(results)
+    ledger.append(path, rows.assign(draw_id="d1"))
+    ledger.append(path, rows.assign(draw_id="d2", analysis_revision="another"))  # the same runs, read again
+    table = ledger.append(path, rows.assign(draw_id="d3"))
+    repeats = table.set_index(["draw_id", "task"])["same_runs_as"]
+    assert repeats.loc[("d2", "toolcall")].tolist() == ["d1", "d1"] and repeats.loc[("d3", "toolcall")].tolist() == [
+        "d1", "d1"]  # d3 is d1's runs, not d2's
+    assert table.loc[table["task"] == "math_length", "same_runs_as"].isna().all()  # no fingerprint: none known
+    assert table.loc[table["draw_id"] == "d1", "same_runs_as"].isna().all()
+    run = results / "runs" / RUNS[1]
+    (run / "checkpoints" / "step30" / "model.safetensors").write_bytes(b"a new draw's weights")
+    table = ledger.append(path, ledger.draw_rows(results).assign(draw_id="d4"))
+    assert table.loc[table["draw_id"] == "d4", "same_runs_as"].isna().all()
+
+
+def test_mark_repeat_records_an_earlier_draws_runs_and_refuses_what_does_not_hold(tmp_path):
+    table = _ledger({"d1": {A: ("supported", -5.0), STATIC: ("supported", 1.0)},
+                     "d2": {A: ("supported", -4.0), STATIC: ("supported", 1.0)},
+                     "d3": {A: ("supported", -4.0)}})
+    marked = ledger.mark_repeat(table, "d2", "toolcall", "d1")
+    assert marked.set_index(["draw_id", "task"])["same_runs_as"].dropna().to_dict() == {("d2", "toolcall"): "d1"}
+    chained = ledger.mark_repeat(marked, "d3", "toolcall", "d2")
+    assert chained.loc[chained["draw_id"] == "d3", "same_runs_as"].tolist() == ["d1"]  # d2's runs are d1's
+    for arguments, message in ((("d4", "toolcall", "d1"), "no draw d4"),
+                               (("d1", "toolcall", "d2"), "d2 was not recorded before d1"),
+                               (("d3", "math_length", "d1"), r"d3 has no claim on math_length \(its claims' tasks: "
+                                                             r"toolcall\)"),
+                               (("d2", "toolcall", "d2"), "d2 was not recorded before d2")):
+        with pytest.raises(ledger.DrawError, match=message):
+            ledger.mark_repeat(marked, *arguments)
+    printed = table.assign(runs_sha256=table["draw_id"].map({"d1": "aa", "d2": "bb", "d3": "aa"}))
+    with pytest.raises(ledger.DrawError, match="fingerprints of d2's and d1's runs of toolcall differ"):
+        ledger.mark_repeat(printed, "d2", "toolcall", "d1")
+    assert ledger.mark_repeat(printed, "d3", "toolcall", "d1").loc[lambda t: t["draw_id"] == "d3", "same_runs_as"].eq(
+        "d1").all()
+    other = ledger.conform(table.assign(same_runs_as=table["draw_id"].map({"d3": "d2"})))  # d3 as d2's, d2 alone
+    with pytest.raises(ledger.DrawError, match="d3's runs of toolcall are already marked as d2's"):
+        ledger.mark_repeat(other, "d3", "toolcall", "d1")
+    assert ledger.mark_repeat(other, "d3", "toolcall", "d2").equals(other)  # marking it again changes nothing
+
+
+def test_record_fingerprints_fills_a_recorded_draw_and_refuses_another_trees_runs(tmp_path):
+    path, results = tmp_path / "ledger.csv", finished_tree(tmp_path)
+    rows = ledger.draw_rows(results)
+    ledger.append(path, rows.assign(runs_sha256=pd.NA))  # recorded before the fingerprints
+    filled = ledger.record_fingerprints(ledger.read_ledger(path), rows)
+    assert filled["runs_sha256"].tolist() == rows["runs_sha256"].tolist()
+    with pytest.raises(ledger.DrawError, match="no draw other-avx512 in the ledger: append it instead"):
+        ledger.record_fingerprints(filled, rows.assign(draw_id="other-avx512"))
+    with pytest.raises(ledger.DrawError, match="recorded with another fingerprint .*the tree holds other runs"):
+        ledger.record_fingerprints(filled, rows.assign(runs_sha256="f" * 64))
+
+
+def test_the_scripts_fingerprint_and_mark_repeat_write_the_ledger_or_leave_it_naming_why(tmp_path):
+    script = load_script("analysis/ledger.py")
+    path, results = tmp_path / "ledger.csv", finished_tree(tmp_path)
+    rows = ledger.draw_rows(results)
+    ledger.append(path, pd.concat([rows.assign(draw_id="d0", runs_sha256=pd.NA), rows.assign(runs_sha256=pd.NA)]))
+    script.main(["fingerprint", "--results", str(results), "--ledger", str(path)])
+    table = ledger.read_ledger(path)
+    assert table.loc[table["draw_id"] == "abcdef1-avx512", "runs_sha256"].tolist() == rows["runs_sha256"].tolist()
+    script.main(["mark-repeat", "--draw", "abcdef1-avx512", "--task", "toolcall", "--same-runs-as", "d0",
+                 "--ledger", str(path)])
+    before = path.read_bytes()
+    assert ledger.read_ledger(path)["same_runs_as"].dropna().tolist() == ["d0", "d0"]
+    with pytest.raises(SystemExit, match="left as it is: abcdef1-avx512 was not recorded before d0"):
+        script.main(["mark-repeat", "--draw", "d0", "--task", "toolcall", "--same-runs-as", "abcdef1-avx512",
+                     "--ledger", str(path)])
+    assert path.read_bytes() == before
+
+
+def test_the_views_count_each_set_of_runs_once_and_say_whose_runs_a_draw_re_reads(tmp_path):
+    table = _ledger({"d1": {A: ("supported", -5.0), B: ("not significant", -1.0)},
+                     "d2": {A: ("supported", -5.0), B: ("not significant", -2.0)},
+                     "d3": {A: ("not significant", -1.0), B: ("supported", 1.0)},
+                     "d4": {B: ("supported", 2.0)}}, same_runs={"d2": "d1", "d4": "d3"})
+    table = table.assign(same_runs_as=table["same_runs_as"].where(table["claim"] == A))  # d2, d4: A's runs only
+    view = _view(table)
+    assert view.loc[A, "draws agreeing"] == "1/2"  # d1 and d3; d2 re-reads d1's runs
+    assert view.loc[A, "d2"] == "supported, -5 [-6, -4] (runs of d1)"
+    assert view.loc[B, "draws agreeing"] == "2/4"  # B's runs in d2 and d4 are their own
+    assert ledger.independent(table[table["claim"] == A])["draw_id"].tolist() == ["d1", "d3"]
+    document = ledger.claims_document(table)
+    draws = ledger.read_markdown_table(document.split("## Draws")[1].split("## Claims")[0]).set_index("draw")
+    assert draws.loc["d2", "same runs as"] == "d1 (toolcall)" and draws.loc["d1", "same runs as"] == ""
+    path = ledger.effects_figure(table, tmp_path / "effects.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_every_recorded_repeat_names_an_earlier_draw_of_that_task_that_repeats_none():
+    table = ledger.read_ledger(LEDGER)
+    order = ledger.draw_order(table)
+    for row in table.dropna(subset=["same_runs_as"]).itertuples():
+        assert order.index(row.same_runs_as) < order.index(row.draw_id), row.draw_id
+        earlier = table[(table["draw_id"] == row.same_runs_as) & (table["task"] == row.task)]
+        assert len(earlier) and earlier["same_runs_as"].isna().all(), (row.draw_id, row.task)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -290,8 +449,9 @@ def test_the_timing_and_machine_records_parse():
 # the view of claims across draws
 
 
-def _ledger(cells: dict[str, dict[str, tuple[str, float]]], rules="v2") -> pd.DataFrame:
-    """A constructed ledger: draw -> claim -> (verdict, effect)."""
+def _ledger(cells: dict[str, dict[str, tuple[str, float]]], rules="v2", same_runs: dict | None = None) -> pd.DataFrame:
+    """A constructed ledger: draw -> claim -> (verdict, effect); ``same_runs``: draw -> the earlier draw whose runs
+    (of every task) it re-reads."""
     rows = []
     for draw, claims in cells.items():
         for claim, (verdict, effect) in claims.items():
@@ -300,7 +460,9 @@ def _ledger(cells: dict[str, dict[str, tuple[str, float]]], rules="v2") -> pd.Da
                          "seeds_method": 10, "seeds_baseline": 10, "warm_starts": 5, "reproduce_seconds": 1500,
                          "core_minutes": 50.0, "claim": claim, "claim_kind": ledger.claim_kind(claim),
                          "claim_rules": rules, "effect": effect, "ci_low": effect - 1, "ci_high": effect + 1,
-                         "p_raw": 0.01, "p_adjusted": 0.02, "verdict": verdict})
+                         "p_raw": 0.01, "p_adjusted": 0.02, "verdict": verdict,
+                         "task": ledger.task_from_text(claim), "runs_sha256": None,
+                         "same_runs_as": (same_runs or {}).get(draw)})
     return ledger.conform(pd.DataFrame(rows))
 
 

@@ -85,7 +85,8 @@ class Claim:
     the claim's way, -1 when it points the other way, 0 without a test; ``fallback``: the verdict of a tested claim
     whose adjusted p is not significant. ``per_warm_start``: the difference within each warm start both arms have;
     ``warm_starts``: how many warm starts the test compared; ``n_method``/``n_baseline``: the runs of each arm it
-    compared (0 when untested)."""
+    compared (0 when untested); ``task``: the task whose runs the claim reads (empty where the caller names none),
+    which the ledger of draws uses to tell a new draw of those runs from a re-reading of the same ones."""
 
     claim: str
     paper: str
@@ -106,6 +107,7 @@ class Claim:
     warm_starts: int = 0
     n_method: int = 0
     n_baseline: int = 0
+    task: str = ""
 
 
 def tested_verdict(p_value: float, direction: int, fallback: Verdict = "not significant") -> Verdict:

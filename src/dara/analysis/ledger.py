@@ -40,12 +40,22 @@ source):
   significant / not supported / inconclusive / not informative / not testable, non-inferiority on the point means,
   unadjusted log-rank p. ``v2`` (`dara.analysis.claims`): supported / refuted / not significant / inconclusive / not
   informative / not testable, log-rank stratified by warm start, one-sided bounds, Holm over the family.
+- ``task`` (string): the task whose training runs the claim reads, e.g. ``toolcall`` or ``math_length``: claims.csv's
+  ``task`` (`dara.analysis.claims.Claim`); for draws analysed before claims.csv had one, v1 ones included, from the
+  claim's text (:func:`task_from_text`).
 - ``effect`` (float64): the median difference of crossing steps (method minus baseline, steps; negative: faster)
   for a crossing claim, the mean difference (method minus baseline, the metric's points) for a non-inferiority one.
 - ``ci_low``, ``ci_high`` (float64): the effect's 95 % interval (v1 non-inferiority rows give none).
 - ``p_raw`` (float64): the claim's p-value (v1: the unadjusted log-rank p of crossing claims only).
 - ``p_adjusted`` (float64): the Holm-adjusted p (v2 only).
 - ``verdict`` (string): one of its rules' verdicts (:data:`RULES`).
+- ``runs_sha256`` (string): the fingerprint of the draw's training runs of the claim's task (:func:`runs_fingerprint`:
+  every run's last checkpoint, by its path), written by :func:`draw_rows`; empty for rows recorded before it existed.
+- ``same_runs_as`` (string): the earlier draw whose training runs of the task this draw's are, byte for byte. Such a
+  claim re-reads those runs (with this draw's evaluation and analysis); it is not another draw of them. :func:`append`
+  fills it where the fingerprints match; :func:`mark_repeat` records it for draws before the fingerprints, from what
+  their snapshots compared. Empty: no earlier draw of the same runs is known. The views count each set of runs once
+  (:func:`claims_by_draws`).
 
 Claims across draws are matched by :func:`claim_key`: the text with remarks after a semicolon inside parentheses
 dropped (how the analysis got there, not what is claimed: "; no GDPO or DARA seed confirms any threshold") and the
@@ -57,6 +67,7 @@ must match exactly, so a claim whose wording changed in another way is a row of 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import textwrap
@@ -86,12 +97,15 @@ SCHEMA: dict[str, str] = {
     "claim": "string",
     "claim_kind": "string",
     "claim_rules": "string",
+    "task": "string",
     "effect": "float64",
     "ci_low": "float64",
     "ci_high": "float64",
     "p_raw": "float64",
     "p_adjusted": "float64",
     "verdict": "string",
+    "runs_sha256": "string",
+    "same_runs_as": "string",
 }
 # each rules version's verdict words (the module docstring says what differs)
 RULES: dict[str, tuple[str, ...]] = {
@@ -107,6 +121,10 @@ V2_COLUMNS = ("claim", "verdict", "median_difference", "mean_difference", "ci_lo
 _NUMBER = r"[+-]?\d+(?:\.\d+)?"
 _STABLE_THRESHOLD = re.compile(r"a stable (\d+(?:\.\d+)?) length reward")
 _REMARK = re.compile(r"\(([^;()]*);[^()]*\)")
+_TASK_IN_TEXT = re.compile(r"\bon ([a-z][a-z0-9_]*)\b")  # "format 0.8 on toolcall (G=4)", "on toolcall, format ..."
+# The claims whose text names no task, by the words every analysis gave them, and the tiny study's task they read
+# (the only scale the ledger records): Table 4a's static-vs-dynamic claims the math task, Table 1's the tool task.
+_TASKS_OF_UNNAMED = (("than Static-Asym's", "math_length"), ("final held-out", "toolcall"))
 
 
 class DrawError(ValueError):
@@ -185,9 +203,74 @@ def append(ledger_path: str | Path, rows: pd.DataFrame) -> pd.DataFrame:
     if already:
         raise DrawError(f"draw {', '.join(already)} is already in {ledger_path}: a draw is recorded once (give a "
                         "draw that differs, e.g. another CPU type, its own id)")
+    rows = rows.assign(same_runs_as=[_earlier_same_runs(ledger, row) for row in rows.itertuples()])
     combined = pd.concat([ledger, rows], ignore_index=True) if len(ledger) else rows
     write_ledger(ledger_path, combined)
     return conform(combined)
+
+
+def _root(ledger: pd.DataFrame, draw_id: str, task: str) -> str:
+    """The first draw of ``draw_id``'s runs of ``task``: the draw it repeats, else itself."""
+    repeats = ledger.loc[(ledger["draw_id"] == draw_id) & (ledger["task"] == task), "same_runs_as"].dropna()
+    return str(repeats.iloc[0]) if len(repeats) else draw_id
+
+
+def _earlier_same_runs(ledger: pd.DataFrame, row) -> str | None:
+    """A new row's ``same_runs_as``: as given, else the first recorded draw whose runs of the row's task have the
+    row's fingerprint (followed to the draw it repeats in turn), else None."""
+    if pd.notna(row.same_runs_as) or pd.isna(row.runs_sha256) or pd.isna(row.task):
+        return row.same_runs_as if pd.notna(row.same_runs_as) else None
+    same = ledger[(ledger["task"] == row.task) & (ledger["runs_sha256"] == row.runs_sha256)]
+    return _root(ledger, str(same["draw_id"].iloc[0]), row.task) if len(same) else None
+
+
+def mark_repeat(ledger: pd.DataFrame, draw_id: str, task: str, same_as: str) -> pd.DataFrame:
+    """``ledger`` with ``draw_id``'s rows of ``task`` marked as re-reading ``same_as``'s training runs of it (or
+    the draw ``same_as`` repeats in turn): for draws recorded before the fingerprints, from what their snapshots
+    compared. Refuses an unknown draw or task, a ``same_as`` not recorded before ``draw_id``, fingerprints that
+    differ, and a draw already marked as repeating another."""
+    ledger = conform(ledger)
+    order = draw_order(ledger)
+    for draw in (draw_id, same_as):
+        if draw not in order:
+            raise DrawError(f"no draw {draw} in the ledger")
+    if order.index(same_as) >= order.index(draw_id):
+        raise DrawError(f"{same_as} was not recorded before {draw_id}: a draw repeats an earlier one")
+    mine = (ledger["draw_id"] == draw_id) & (ledger["task"] == task)
+    theirs = (ledger["draw_id"] == same_as) & (ledger["task"] == task)
+    for draw, rows in ((draw_id, mine), (same_as, theirs)):
+        if not rows.any():
+            tasks = sorted(ledger.loc[ledger["draw_id"] == draw, "task"].dropna().unique())
+            raise DrawError(f"draw {draw} has no claim on {task} (its claims' tasks: {', '.join(tasks) or 'none'})")
+    mine_print, their_print = (set(ledger.loc[rows, "runs_sha256"].dropna()) for rows in (mine, theirs))
+    if mine_print and their_print and mine_print != their_print:
+        raise DrawError(f"the fingerprints of {draw_id}'s and {same_as}'s runs of {task} differ: not the same runs")
+    root = _root(ledger, same_as, task)
+    marked = set(ledger.loc[mine, "same_runs_as"].dropna()) - {root}
+    if marked:
+        raise DrawError(f"{draw_id}'s runs of {task} are already marked as {marked.pop()}'s")
+    ledger = ledger.copy()
+    ledger.loc[mine, "same_runs_as"] = root
+    return conform(ledger)
+
+
+def record_fingerprints(ledger: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    """``ledger`` with the fingerprints of ``rows`` (:func:`draw_rows` of a draw already recorded, its results tree
+    still there) written into its recorded rows of each task; refuses a draw not in the ledger and a fingerprint
+    that differs from one recorded (the tree holds other runs than the draw's)."""
+    ledger, rows = conform(ledger), conform(rows)
+    draw_id = rows["draw_id"].iloc[0]
+    if draw_id not in set(ledger["draw_id"]):
+        raise DrawError(f"no draw {draw_id} in the ledger: append it instead")
+    ledger = ledger.copy()
+    for task, fingerprint in rows.dropna(subset=["task", "runs_sha256"]).groupby("task")["runs_sha256"].first().items():
+        mine = (ledger["draw_id"] == draw_id) & (ledger["task"] == task)
+        recorded = set(ledger.loc[mine, "runs_sha256"].dropna()) - {fingerprint}
+        if recorded:
+            raise DrawError(f"{draw_id}'s runs of {task} were recorded with another fingerprint "
+                            f"({recorded.pop()[:12]}, the tree's {fingerprint[:12]}): the tree holds other runs")
+        ledger.loc[mine, "runs_sha256"] = fingerprint
+    return conform(ledger)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -215,6 +298,15 @@ def claim_variant(text: str) -> str:
     """What :func:`claim_key` took out that a reader needs beside the verdict: ``threshold 0.95``, or empty."""
     found = _STABLE_THRESHOLD.search(text)
     return f"threshold {found.group(1)}" if found else ""
+
+
+def task_from_text(text: str) -> str | None:
+    """The task a claim's text names ("... on toolcall (G=4) ..."), or the one its wording belongs to for the
+    held-out claims that name none (:data:`_TASKS_OF_UNNAMED`); None when neither says."""
+    named = _TASK_IN_TEXT.search(text)
+    if named:
+        return named.group(1)
+    return next((task for words, task in _TASKS_OF_UNNAMED if words in text), None)
 
 
 def parse_ours(text: str, kind: str) -> dict[str, float]:
@@ -264,7 +356,8 @@ def v1_rows(claims_md: str, draw: Draw) -> pd.DataFrame:
     for claim, ours, verdict in table.itertuples(index=False):
         kind = claim_kind(claim)
         rows.append({**asdict(draw), **parse_ours(ours, kind), "claim": claim, "claim_kind": kind,
-                     "verdict": verdict, "warm_starts": 1, "p_adjusted": np.nan})
+                     "task": task_from_text(claim), "verdict": verdict, "warm_starts": 1, "p_adjusted": np.nan,
+                     "runs_sha256": None, "same_runs_as": None})
     return conform(pd.DataFrame(rows))
 
 
@@ -425,18 +518,30 @@ def _arm_sizes(claims: pd.DataFrame) -> pd.DataFrame:
     return sizes
 
 
-def v2_rows(claims: pd.DataFrame, draw: Draw) -> pd.DataFrame:
-    """A draw's rows from its tables/claims.csv (`dara.analysis.claims.claims_frame`)."""
+def claim_tasks(claims: pd.DataFrame) -> pd.Series:
+    """Each claim's task: claims.csv's ``task`` where it names one, else the text's (:func:`task_from_text`)."""
+    named = claims["task"].astype("string") if "task" in claims.columns else pd.Series(pd.NA, index=claims.index,
+                                                                                          dtype="string")
+    named = named.where(named.fillna("") != "")
+    return named.fillna(claims["claim"].map(task_from_text).astype("string"))
+
+
+def v2_rows(claims: pd.DataFrame, draw: Draw, fingerprints: dict[str, str] | None = None) -> pd.DataFrame:
+    """A draw's rows from its tables/claims.csv (`dara.analysis.claims.claims_frame`); ``fingerprints``: task ->
+    :func:`runs_fingerprint` (none recorded where a task is missing)."""
     missing = [column for column in V2_COLUMNS if column not in claims.columns]
     if missing:
         raise DrawError(f"claims.csv lacks the columns {missing}: not written by the v2 analysis")
+    tasks = claim_tasks(claims)
     effect = claims["median_difference"].where(claims["median_difference"].notna(), claims["mean_difference"])
     warm = (pd.to_numeric(claims["warm_starts"], errors="coerce").where(lambda n: n > 0)
             if "warm_starts" in claims.columns else np.nan)
     rows = pd.DataFrame({**asdict(draw), "claim": claims["claim"], "claim_kind": claims["claim"].map(claim_kind),
                          "effect": effect, "ci_low": claims["ci_low"], "ci_high": claims["ci_high"],
                          "p_raw": claims["p_raw"], "p_adjusted": claims["p_holm"], "verdict": claims["verdict"],
-                         "warm_starts": warm, **_arm_sizes(claims)})
+                         "warm_starts": warm, **_arm_sizes(claims), "task": tasks,
+                         "runs_sha256": tasks.map(lambda task: (fingerprints or {}).get(task, pd.NA)),
+                         "same_runs_as": pd.NA})
     return conform(rows)
 
 
@@ -472,7 +577,37 @@ def draw_rows(results_dir: str | Path, *, date: str | None = None, draw_id: str 
                 analysis_revision=analysis_revision_from_report((results / "REPORT.md").read_text()), date=date,
                 cpu_model=cpu_model, vector_type=vector, kernel_dispatch=dispatch, reproduce_seconds=seconds,
                 core_minutes=job_core_minutes(results), claim_rules="v2")
-    return v2_rows(pd.read_csv(results / "tables" / "claims.csv"), draw)
+    claims = pd.read_csv(results / "tables" / "claims.csv")
+    # a claim on a task the draw trained no run of (one "not testable" for want of runs) reads no runs to fingerprint
+    tasks = sorted(task for task in set(claim_tasks(claims).dropna()) if (results / "runs" / task).is_dir())
+    return v2_rows(claims, draw, {task: runs_fingerprint(results, task) for task in tasks})
+
+
+def _last_checkpoint(run: Path) -> Path:
+    steps = {int(found.group(1)): path for path in (run / "checkpoints").glob("step*")
+             if (found := re.fullmatch(r"step(\d+)", path.name))}
+    if not steps:
+        raise DrawError(f"a partial draw: {run} has no checkpoint")
+    weights = steps[max(steps)] / "model.safetensors"
+    if not weights.is_file():
+        raise DrawError(f"a partial draw: no {weights}")
+    return weights
+
+
+def runs_fingerprint(results: str | Path, task: str) -> str:
+    """The sha256 (hex) over ``task``'s training runs under ``results``/runs/``task``: each run's path below it and
+    the sha256 of its last checkpoint's weights, in path order. The weights are the end of everything the run
+    computed, so two draws with one fingerprint hold the same runs byte for byte (a draw that adds or drops a run
+    of the task has another). Refuses a task without runs and a run without a checkpoint."""
+    runs_of_task = Path(results) / "runs" / task
+    runs = sorted(path for path in runs_of_task.glob("*/G*/seed*") if path.is_dir())
+    if not runs:
+        raise DrawError(f"no runs of {task} under {runs_of_task.parent}: the claims name a task the draw did not train")
+    digest = hashlib.sha256()
+    for run in runs:
+        weights = hashlib.sha256(_last_checkpoint(run).read_bytes()).hexdigest()
+        digest.update(f"{run.relative_to(runs_of_task).as_posix()} {weights}\n".encode())
+    return digest.hexdigest()
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -496,8 +631,19 @@ def effect_text(row) -> str:
 def _cell(row) -> str:
     parts = [row["verdict"], effect_text(row)]
     text = ", ".join(part for part in parts if part)
-    variant = claim_variant(row["claim"])
-    return f"{text} ({variant})" if variant else text
+    notes = [claim_variant(row["claim"])]
+    if pd.notna(row["same_runs_as"]):
+        notes.append(f"runs of {row['same_runs_as']}")
+    notes = "; ".join(note for note in notes if note)
+    return f"{text} ({notes})" if notes else text
+
+
+def independent(claims: pd.DataFrame) -> pd.DataFrame:
+    """One claim's rows, one per set of training runs: a draw that re-reads an earlier draw's runs
+    (``same_runs_as``) left out where that draw has the claim, so each set of runs counts once, by the first draw
+    that recorded it."""
+    runs = claims["same_runs_as"].fillna(claims["draw_id"])
+    return claims.loc[~runs.duplicated()]
 
 
 def _keyed(ledger: pd.DataFrame) -> pd.DataFrame:
@@ -511,16 +657,18 @@ def draw_order(ledger: pd.DataFrame) -> list[str]:
 
 
 def agreement(verdicts: Iterable[str]) -> str:
-    """"k/n": how many draws share the most common verdict, of the n draws that have the claim. Verdicts are
-    compared as written: a v1 "same direction, not significant" and a v2 "not significant" count as two."""
+    """"k/n": how many draws share the most common verdict, of the n draws given (:func:`claims_by_draws` gives
+    the independent ones that have the claim). Verdicts are compared as written: a v1 "same direction, not
+    significant" and a v2 "not significant" count as two."""
     counts = pd.Series(list(verdicts), dtype="string").value_counts()
     return f"{int(counts.max())}/{int(counts.sum())}" if len(counts) else "0/0"
 
 
 def claims_by_draws(ledger: pd.DataFrame) -> str:
     """One row per claim (matched across draws by :func:`claim_key`, in the order the draws first state them), one
-    column per draw (its verdict, effect and interval; "-" where the draw does not have the claim), and "draws
-    agreeing" (:func:`agreement`), as a markdown table."""
+    column per draw (its verdict, effect and interval, and the draw whose runs it re-reads; "-" where the draw does
+    not have the claim), and "draws agreeing" (:func:`agreement` over the :func:`independent` draws), as a markdown
+    table."""
     keyed = _keyed(ledger)
     draws = draw_order(keyed)
     twice = keyed.loc[keyed.duplicated(["draw_id", "key"])]
@@ -531,12 +679,13 @@ def claims_by_draws(ledger: pd.DataFrame) -> str:
     for key, claims in keyed.groupby("key", sort=False):
         by_draw = claims.set_index("draw_id")
         cells = {draw: (_cell(by_draw.loc[draw]) if draw in by_draw.index else "-") for draw in draws}
-        rows.append({"claim": key, **cells, "draws agreeing": agreement(claims["verdict"])})
+        rows.append({"claim": key, **cells, "draws agreeing": agreement(independent(claims)["verdict"])})
     return pd.DataFrame(rows, columns=["claim", *draws, "draws agreeing"]).to_markdown(index=False)
 
 
 def draws_table(ledger: pd.DataFrame) -> str:
-    """One row per draw: its code, machine, rules, cost and claim count, as a markdown table."""
+    """One row per draw: its code, machine, rules, cost, claim count and the earlier draws whose runs it re-reads,
+    as a markdown table."""
     ledger = conform(ledger)
     first = ledger.groupby("draw_id", sort=False).first()
     counts = ledger.groupby("draw_id", sort=False).size()
@@ -546,8 +695,15 @@ def draws_table(ledger: pd.DataFrame) -> str:
         "vector": first["vector_type"], "kernel dispatch": first["kernel_dispatch"], "rules": first["claim_rules"],
         "make reproduce": [f"{s // 60} min {s % 60} s" if pd.notna(s) else "" for s in first["reproduce_seconds"]],
         "core-minutes": [f"{m:g}" if pd.notna(m) else "" for m in first["core_minutes"]],
-        "claims": counts.to_numpy()})
+        "claims": counts.to_numpy(), "same runs as": [_repeats_text(ledger, draw) for draw in first.index]})
     return table.to_markdown(index=False)
+
+
+def _repeats_text(ledger: pd.DataFrame, draw_id: str) -> str:
+    """"650b268-avx512 (math_length, toolcall)": the earlier draws whose runs this draw re-reads, by task."""
+    rows = ledger[(ledger["draw_id"] == draw_id) & ledger["same_runs_as"].notna()]
+    by_draw = rows.groupby("same_runs_as", sort=False)["task"].agg(lambda tasks: ", ".join(sorted(set(tasks))))
+    return "; ".join(f"{draw} ({tasks})" for draw, tasks in by_draw.items())
 
 
 def merged_texts(ledger: pd.DataFrame) -> str:
@@ -572,7 +728,10 @@ def claims_document(ledger: pd.DataFrame, ledger_name: str = "ledger.csv") -> st
         "or the mean difference of a non-inferiority metric (points), with its 95 % interval where the draw gives "
         "one. Verdicts follow each draw's rules (v1: unadjusted log-rank p, point-mean non-inferiority; v2: "
         "stratified log-rank, one-sided bounds, Holm); \"draws agreeing\" counts the most common verdict word among "
-        "the draws that have the claim, comparing the words as written.", "",
+        "the draws that have the claim, comparing the words as written, and counts each set of training runs once: "
+        "a draw whose runs of the claim's task are an earlier draw's, byte for byte (\"runs of\" in its cell, "
+        "\"same runs as\" in the draws table), re-reads them with its own evaluation and analysis and is not another "
+        "draw of them.", "",
         "## Draws", "", draws_table(ledger), "",
         "## Claims", "", claims_by_draws(ledger), ""]
     if merged:
@@ -600,8 +759,9 @@ def _plot_claim(ax, claims: pd.DataFrame, draws: list[str]) -> None:
         error = None
         if pd.notna(row["ci_low"]) and pd.notna(row["ci_high"]):
             error = [[row["effect"] - row["ci_low"]], [row["ci_high"] - row["effect"]]]
+        color = VERDICT_COLORS[row["verdict"]]
         ax.errorbar(row["effect"], position, xerr=error, fmt=RULE_MARKERS[row["claim_rules"]], ms=6, capsize=3,
-                    color=VERDICT_COLORS[row["verdict"]], ecolor=VERDICT_COLORS[row["verdict"]], lw=1.2)
+                    color=color, ecolor=color, lw=1.2, mfc="white" if pd.notna(row["same_runs_as"]) else color)
         variant = claim_variant(row["claim"])
         if variant:
             ax.annotate(variant.replace("threshold ", "at "), (row["effect"], position), xytext=(6, 4),
@@ -617,7 +777,8 @@ def _plot_claim(ax, claims: pd.DataFrame, draws: list[str]) -> None:
 def effects_figure(ledger: pd.DataFrame, path: str | Path) -> Path:
     """A PNG at ``path``: one panel per claim with an effect (crossing claims in the left column, non-inferiority
     claims in the right), the draws on the y axis, each draw's effect as a point with its 95 % interval as a bar;
-    colour the verdict, marker the rules version. Written atomically."""
+    colour the verdict, marker the rules version, hollow a draw that re-reads an earlier draw's runs. Written
+    atomically."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only, as every figure of the analysis
@@ -649,6 +810,9 @@ def effects_figure(ledger: pd.DataFrame, path: str | Path) -> Path:
     handles = [Line2D([], [], ls="", marker="o", color=VERDICT_COLORS[v], label=v) for v in present]
     handles += [Line2D([], [], ls="", marker=RULE_MARKERS[rules], color="#555555", label=f"{rules} rules")
                 for rules in RULES if rules in set(keyed["claim_rules"])]
+    if keyed["same_runs_as"].notna().any():
+        handles.append(Line2D([], [], ls="", marker="o", color="#555555", mfc="white",
+                              label="hollow: an earlier draw's runs, re-read"))
     spare = [ax for row in axes for ax in row if not ax.get_visible()]
     if spare:  # an empty slot of the shorter column holds the legend
         spare[0].set_visible(True)

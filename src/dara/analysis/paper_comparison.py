@@ -7,6 +7,8 @@ difference column is a reading aid, not a replication test; the claims list says
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
@@ -135,6 +137,7 @@ def headline_claims(crossings: pd.DataFrame, table1_runs: pd.DataFrame | None, s
                                        ("irrelevance_accuracy", "final held-out irrelevance accuracy", "gdpo")):
             found.append(_not_lower(primary, metric, "dara_sym", baseline, config, what=what,
                                     paper=_final_score_statement(reference, metric, ["dara_sym", baseline])))
+    tool_claims = len(found)  # the ones above read the tool task's runs, the ones below the math task's
     if stable is not None and not stable.empty:
         strict = float(config["stable_crossing"]["claim_threshold"])
         records = stable[np.isclose(stable["threshold"], strict)]
@@ -155,7 +158,8 @@ def headline_claims(crossings: pd.DataFrame, table1_runs: pd.DataFrame | None, s
         found.append(_not_lower(table4a_runs, "macro_pass1", "dara_asym", "static_asym", config,
                                 what="held-out accuracy",
                                 paper=reference.static_vs_dynamic_statement("accuracy", ["dara_asym", "static_asym"])))
-    return claim_checks.holm(found)
+    tasks = [tool] * tool_claims + [math] * (len(found) - tool_claims)
+    return claim_checks.holm([replace(claim, task=task) for claim, task in zip(found, tasks)])
 
 
 def regime_check(metrics: pd.DataFrame, config: dict, reference: PaperReference) -> claim_checks.RegimeCheck:
