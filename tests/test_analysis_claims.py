@@ -335,6 +335,10 @@ def test_the_stable_crossing_claims_are_not_testable_without_records_at_the_thre
     found = _stable_claims(records, config)
     assert {c.verdict for c in found.values()} == {"not testable"}
     assert all("at the claim's threshold 0.99" in c.ours for c in found.values())
+    # untested, each still names the task it would read: the math task here, the tool task for the format crossing
+    everything = headline_claims(NO_CROSSINGS, None, records, None, config, PaperReference(REPO / "analysis/reference"))
+    assert [(c.verdict, c.task) for c in everything if "stable" not in c.claim] == [("not testable", "toolcall")]
+    assert {c.task for c in found.values()} == {"math_length"}
 
 
 def test_a_scales_analysis_block_is_merged_over_the_config_and_validated(tmp_path):

@@ -306,6 +306,30 @@ def test_append_marks_a_draw_of_the_same_runs_by_its_fingerprint(tmp_path):
     assert table.loc[table["draw_id"] == "d4", "same_runs_as"].isna().all()
 
 
+def test_a_new_draw_of_runs_marked_as_repeated_is_the_first_draws_and_one_call_may_bring_both(tmp_path):
+    path, results = tmp_path / "ledger.csv", finished_tree(tmp_path)
+    rows = ledger.draw_rows(results)
+    ledger.append(path, rows.assign(draw_id="first", runs_sha256=pd.NA))  # before the fingerprints (650b268)
+    ledger.append(path, rows.assign(draw_id="remade"))  # its runs again, with fingerprints (20be9fc)
+    ledger.write_ledger(path, ledger.mark_repeat(ledger.read_ledger(path), "remade", "toolcall", "first"))
+    table = ledger.append(path, rows.assign(draw_id="third"))
+    assert table.loc[(table["draw_id"] == "third") & (table["task"] == "toolcall"), "same_runs_as"].eq("first").all()
+    both = ledger.append(tmp_path / "two.csv", pd.concat([rows.assign(draw_id="a"), rows.assign(draw_id="b")]))
+    assert both.loc[both["draw_id"] == "b", "same_runs_as"].fillna("-").tolist() == ["a", "a", "-"]
+    with pytest.raises(ledger.DrawError, match="c is given as the same runs as nowhere, which is not recorded"):
+        ledger.append(path, rows.assign(draw_id="c", same_runs_as="nowhere"))
+
+
+def test_marks_made_in_either_order_name_the_first_draw(tmp_path):
+    table = _ledger({draw: {A: ("supported", -5.0)} for draw in ("d1", "d2", "d3")})
+    backwards = ledger.mark_repeat(ledger.mark_repeat(table, "d3", "toolcall", "d2"), "d2", "toolcall", "d1")
+    assert backwards["same_runs_as"].fillna("-").tolist() == ["-", "d1", "d1"]
+    assert _view(backwards).loc[A, "draws agreeing"] == "1/1"
+    circle = ledger.conform(table.assign(same_runs_as=table["draw_id"].map({"d1": "d2", "d2": "d1"})))
+    with pytest.raises(ledger.DrawError, match="repeats of toolcall run in a circle: d1 -> d2"):
+        ledger.mark_repeat(circle, "d3", "toolcall", "d1")
+
+
 def test_mark_repeat_records_an_earlier_draws_runs_and_refuses_what_does_not_hold(tmp_path):
     table = _ledger({"d1": {A: ("supported", -5.0), STATIC: ("supported", 1.0)},
                      "d2": {A: ("supported", -4.0), STATIC: ("supported", 1.0)},
@@ -342,6 +366,19 @@ def test_record_fingerprints_fills_a_recorded_draw_and_refuses_another_trees_run
         ledger.record_fingerprints(filled, rows.assign(draw_id="other-avx512"))
     with pytest.raises(ledger.DrawError, match="recorded with another fingerprint .*the tree holds other runs"):
         ledger.record_fingerprints(filled, rows.assign(runs_sha256="f" * 64))
+    with pytest.raises(ledger.DrawError, match="the rows of one draw are needed, got 0 draws"):
+        ledger.record_fingerprints(filled, rows.iloc[:0])
+    # a later draw recorded without them whose tree has an earlier draw's fingerprint: marked as that draw's runs
+    ledger.write_ledger(path, filled)
+    later = ledger.append(path, rows.assign(draw_id="later", runs_sha256=pd.NA))
+    marked = ledger.record_fingerprints(later, rows.assign(draw_id="later"))
+    assert marked.loc[marked["draw_id"] == "later", "same_runs_as"].fillna("-").tolist() == [
+        "abcdef1-avx512", "abcdef1-avx512", "-"]
+    # marked as repeating a draw whose fingerprint is another: the mark or the tree is wrong
+    wrong = ledger.mark_repeat(ledger.conform(later.assign(runs_sha256=later["runs_sha256"].where(
+        later["draw_id"] != "abcdef1-avx512", "e" * 64))), "later", "toolcall", "abcdef1-avx512")
+    with pytest.raises(ledger.DrawError, match="marked as abcdef1-avx512's, whose fingerprint is another"):
+        ledger.record_fingerprints(wrong, rows.assign(draw_id="later"))
 
 
 def test_the_scripts_fingerprint_and_mark_repeat_write_the_ledger_or_leave_it_naming_why(tmp_path):
@@ -364,18 +401,19 @@ def test_the_scripts_fingerprint_and_mark_repeat_write_the_ledger_or_leave_it_na
 
 def test_the_views_count_each_set_of_runs_once_and_say_whose_runs_a_draw_re_reads(tmp_path):
     table = _ledger({"d1": {A: ("supported", -5.0), B: ("not significant", -1.0)},
-                     "d2": {A: ("supported", -5.0), B: ("not significant", -2.0)},
+                     "d2": {A: ("supported", -5.0), B: ("not significant", -2.0), STATIC: ("supported", 1.0)},
                      "d3": {A: ("not significant", -1.0), B: ("supported", 1.0)},
-                     "d4": {B: ("supported", 2.0)}}, same_runs={"d2": "d1", "d4": "d3"})
-    table = table.assign(same_runs_as=table["same_runs_as"].where(table["claim"] == A))  # d2, d4: A's runs only
+                     "d4": {B: ("supported", 2.0)}}, same_runs={"d2": "d1"})
     view = _view(table)
     assert view.loc[A, "draws agreeing"] == "1/2"  # d1 and d3; d2 re-reads d1's runs
     assert view.loc[A, "d2"] == "supported, -5 [-6, -4] (runs of d1)"
-    assert view.loc[B, "draws agreeing"] == "2/4"  # B's runs in d2 and d4 are their own
+    assert view.loc[B, "draws agreeing"] == "2/3"  # d1, d3, d4
+    assert view.loc[STATIC, "draws agreeing"] == "1/1"  # d1 lacks the claim: d2's reading of its runs is the one
     assert ledger.independent(table[table["claim"] == A])["draw_id"].tolist() == ["d1", "d3"]
+    assert ledger.independent(table[table["claim"] == STATIC])["draw_id"].tolist() == ["d2"]
     document = ledger.claims_document(table)
     draws = ledger.read_markdown_table(document.split("## Draws")[1].split("## Claims")[0]).set_index("draw")
-    assert draws.loc["d2", "same runs as"] == "d1 (toolcall)" and draws.loc["d1", "same runs as"] == ""
+    assert draws.loc["d2", "same runs as"] == "d1 (math_length, toolcall)" and draws.loc["d1", "same runs as"] == ""
     path = ledger.effects_figure(table, tmp_path / "effects.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -203,23 +203,36 @@ def append(ledger_path: str | Path, rows: pd.DataFrame) -> pd.DataFrame:
     if already:
         raise DrawError(f"draw {', '.join(already)} is already in {ledger_path}: a draw is recorded once (give a "
                         "draw that differs, e.g. another CPU type, its own id)")
-    rows = rows.assign(same_runs_as=[_earlier_same_runs(ledger, row) for row in rows.itertuples()])
-    combined = pd.concat([ledger, rows], ignore_index=True) if len(ledger) else rows
+    combined = ledger
+    for draw in draw_order(rows):  # one at a time, so a later one of them can repeat an earlier one's runs
+        mine = rows[rows["draw_id"] == draw]
+        mine = mine.assign(same_runs_as=[_earlier_same_runs(combined, row) for row in mine.itertuples()])
+        combined = conform(pd.concat([combined, mine], ignore_index=True) if len(combined) else mine)
     write_ledger(ledger_path, combined)
-    return conform(combined)
+    return combined
 
 
 def _root(ledger: pd.DataFrame, draw_id: str, task: str) -> str:
-    """The first draw of ``draw_id``'s runs of ``task``: the draw it repeats, else itself."""
-    repeats = ledger.loc[(ledger["draw_id"] == draw_id) & (ledger["task"] == task), "same_runs_as"].dropna()
-    return str(repeats.iloc[0]) if len(repeats) else draw_id
+    """The first draw of ``draw_id``'s runs of ``task``: followed through the draws it repeats, else itself."""
+    seen = [draw_id]
+    while True:
+        repeats = ledger.loc[(ledger["draw_id"] == seen[-1]) & (ledger["task"] == task), "same_runs_as"].dropna()
+        if not len(repeats):
+            return seen[-1]
+        if str(repeats.iloc[0]) in seen:
+            raise DrawError(f"the ledger's repeats of {task} run in a circle: {' -> '.join(seen)}")
+        seen.append(str(repeats.iloc[0]))
 
 
 def _earlier_same_runs(ledger: pd.DataFrame, row) -> str | None:
-    """A new row's ``same_runs_as``: as given, else the first recorded draw whose runs of the row's task have the
-    row's fingerprint (followed to the draw it repeats in turn), else None."""
-    if pd.notna(row.same_runs_as) or pd.isna(row.runs_sha256) or pd.isna(row.task):
-        return row.same_runs_as if pd.notna(row.same_runs_as) else None
+    """A new row's ``same_runs_as``: the first recorded draw whose runs of the row's task have the row's
+    fingerprint (followed to the draw it repeats in turn), else None; one given with the row must be recorded."""
+    if pd.notna(row.same_runs_as):
+        if row.same_runs_as not in set(ledger["draw_id"]):
+            raise DrawError(f"{row.draw_id} is given as the same runs as {row.same_runs_as}, which is not recorded")
+        return _root(ledger, str(row.same_runs_as), row.task)
+    if pd.isna(row.runs_sha256) or pd.isna(row.task):
+        return None
     same = ledger[(ledger["task"] == row.task) & (ledger["runs_sha256"] == row.runs_sha256)]
     return _root(ledger, str(same["draw_id"].iloc[0]), row.task) if len(same) else None
 
@@ -251,14 +264,19 @@ def mark_repeat(ledger: pd.DataFrame, draw_id: str, task: str, same_as: str) -> 
         raise DrawError(f"{draw_id}'s runs of {task} are already marked as {marked.pop()}'s")
     ledger = ledger.copy()
     ledger.loc[mine, "same_runs_as"] = root
+    # draws marked earlier as repeating this one repeat its first draw too: every mark names a first draw
+    ledger.loc[(ledger["task"] == task) & (ledger["same_runs_as"] == draw_id), "same_runs_as"] = root
     return conform(ledger)
 
 
 def record_fingerprints(ledger: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
     """``ledger`` with the fingerprints of ``rows`` (:func:`draw_rows` of a draw already recorded, its results tree
-    still there) written into its recorded rows of each task; refuses a draw not in the ledger and a fingerprint
-    that differs from one recorded (the tree holds other runs than the draw's)."""
+    still there) written into its recorded rows of each task (a task it recorded no claim on has no rows to fill),
+    and ``same_runs_as`` where an earlier draw has that fingerprint; refuses a draw not in the ledger, and a
+    fingerprint that differs from the one recorded or from that of the draw it is marked as repeating."""
     ledger, rows = conform(ledger), conform(rows)
+    if rows.empty or rows["draw_id"].nunique() != 1:
+        raise DrawError(f"the rows of one draw are needed, got {rows['draw_id'].nunique()} draws")
     draw_id = rows["draw_id"].iloc[0]
     if draw_id not in set(ledger["draw_id"]):
         raise DrawError(f"no draw {draw_id} in the ledger: append it instead")
@@ -269,7 +287,17 @@ def record_fingerprints(ledger: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFram
         if recorded:
             raise DrawError(f"{draw_id}'s runs of {task} were recorded with another fingerprint "
                             f"({recorded.pop()[:12]}, the tree's {fingerprint[:12]}): the tree holds other runs")
+        root = _root(ledger, draw_id, task)
+        first = set(ledger.loc[(ledger["draw_id"] == root) & (ledger["task"] == task), "runs_sha256"].dropna())
+        if root != draw_id and first - {fingerprint}:
+            raise DrawError(f"{draw_id}'s runs of {task} are marked as {root}'s, whose fingerprint is another: the "
+                            "tree holds other runs, or the mark is wrong")
         ledger.loc[mine, "runs_sha256"] = fingerprint
+        if root == draw_id:  # not marked yet: an earlier draw with this fingerprint is the first of these runs
+            earlier = ledger.iloc[:int(np.flatnonzero(mine)[0])]
+            same = earlier[(earlier["task"] == task) & (earlier["runs_sha256"] == fingerprint)]
+            if len(same):
+                ledger.loc[mine, "same_runs_as"] = _root(ledger, str(same["draw_id"].iloc[0]), task)
     return conform(ledger)
 
 
@@ -640,8 +668,8 @@ def _cell(row) -> str:
 
 def independent(claims: pd.DataFrame) -> pd.DataFrame:
     """One claim's rows, one per set of training runs: a draw that re-reads an earlier draw's runs
-    (``same_runs_as``) left out where that draw has the claim, so each set of runs counts once, by the first draw
-    that recorded it."""
+    (``same_runs_as``, which names the first draw of those runs) left out where that draw has the claim, so each
+    set of runs counts once, by the first draw that recorded it."""
     runs = claims["same_runs_as"].fillna(claims["draw_id"])
     return claims.loc[~runs.duplicated()]
 
