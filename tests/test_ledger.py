@@ -49,6 +49,20 @@ def test_the_committed_ledger_reads_back_with_the_schema_types():
     assert {column: str(dtype) for column, dtype in table.dtypes.items()} == ledger.SCHEMA
 
 
+def test_a_ledger_written_before_the_task_and_repeat_columns_reads_with_them(tmp_path):
+    table = ledger.read_ledger(LEDGER)
+    old = tmp_path / "old.csv"
+    table.drop(columns=list(ledger.ADDED_COLUMNS)).to_csv(old, index=False)
+    upgraded = ledger.read_ledger(old)
+    assert upgraded["task"].tolist() == table["claim"].map(ledger.task_from_text).tolist()
+    assert upgraded["runs_sha256"].isna().all() and upgraded["same_runs_as"].isna().all()
+    pd.testing.assert_frame_equal(upgraded.drop(columns=list(ledger.ADDED_COLUMNS)),
+                                  table.drop(columns=list(ledger.ADDED_COLUMNS)))
+    table.drop(columns=["task", "verdict"]).to_csv(old, index=False)  # any other set of columns is still refused
+    with pytest.raises(ValueError, match=r"missing \['task', 'verdict'\]"):
+        ledger.read_ledger(old)
+
+
 def test_conform_refuses_a_missing_column_and_a_verdict_its_rules_do_not_have():
     row = ledger.read_ledger(LEDGER).iloc[[0]]
     with pytest.raises(ValueError, match=r"missing \['verdict'\]"):

@@ -178,13 +178,22 @@ def empty_ledger() -> pd.DataFrame:
     return conform(pd.DataFrame({column: [] for column in SCHEMA}))
 
 
+# the columns the ledger gained after its first version, which a ledger written before them lacks
+ADDED_COLUMNS = ("task", "runs_sha256", "same_runs_as")
+
+
 def read_ledger(path: str | Path) -> pd.DataFrame:
-    """The ledger at ``path``, typed (:func:`conform`); an empty ledger when the file does not exist yet."""
+    """The ledger at ``path``, typed (:func:`conform`); an empty ledger when the file does not exist yet. A ledger
+    written before :data:`ADDED_COLUMNS` (one committed at an older revision) reads with them: each claim's task
+    from its text, no fingerprint and no repeat known."""
     path = Path(path)
     if not path.is_file():
         return empty_ledger()
-    return conform(pd.read_csv(path, dtype={c: t for c, t in SCHEMA.items() if t == "string"}, keep_default_na=False,
-                               na_values=[""]))
+    table = pd.read_csv(path, dtype={c: t for c, t in SCHEMA.items() if t == "string"}, keep_default_na=False,
+                        na_values=[""])
+    if list(table.columns) == [column for column in SCHEMA if column not in ADDED_COLUMNS]:
+        table = table.assign(task=table["claim"].map(task_from_text), runs_sha256=None, same_runs_as=None)
+    return conform(table)
 
 
 def write_ledger(path: str | Path, ledger: pd.DataFrame) -> Path:
