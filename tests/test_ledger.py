@@ -195,6 +195,16 @@ def test_a_partial_rerun_is_refused(tmp_path):
         ledger.draw_rows(finished_tree(tmp_path, started="no"))
 
 
+def test_a_run_without_a_readable_revision_record_is_refused(tmp_path):
+    results = finished_tree(tmp_path)
+    (results / "runs" / RUNS[0] / "git_revision.txt").write_text("revision: abc\n")
+    with pytest.raises(ledger.DrawError, match="git_revision.txt is not a revision record: .*'dirty: "):
+        ledger.draw_rows(results)
+    (results / "runs" / RUNS[0] / "git_revision.txt").write_text("revision: abc\ndirty: maybe\n")
+    with pytest.raises(ledger.DrawError, match="not a revision record: .*says 'dirty: maybe', not one of true"):
+        ledger.draw_rows(results)
+
+
 def test_a_dirty_draw_is_refused(tmp_path):
     with pytest.raises(ledger.DrawError, match=r"a dirty draw: 1 of 3 runs .*dirty: true in .*seed1"):
         ledger.draw_rows(finished_tree(tmp_path, dirty={1: "true"}))

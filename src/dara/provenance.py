@@ -49,8 +49,11 @@ def read_revision_record(run_dir: str | Path) -> dict[str, Any]:
     lines = path.read_text().splitlines()
     if len(lines) < 2 or not lines[0].startswith("revision: ") or not lines[1].startswith("dirty: "):
         raise ValueError(f"{path} does not hold 'revision: <sha>' and 'dirty: true|false|unknown' lines")
-    dirty = {"true": True, "false": False, "unknown": None}[lines[1].removeprefix("dirty: ")]
-    return {"revision": lines[0].removeprefix("revision: "), "dirty": dirty}
+    states = {"true": True, "false": False, "unknown": None}
+    state = lines[1].removeprefix("dirty: ")
+    if state not in states:
+        raise ValueError(f"{path} says 'dirty: {state}', not one of {', '.join(states)}")
+    return {"revision": lines[0].removeprefix("revision: "), "dirty": states[state]}
 
 
 # REPORT.md's line naming the code that wrote it (analysis/report_md.py: a short revision, "+edits" where dirty)

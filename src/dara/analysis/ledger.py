@@ -79,6 +79,7 @@ import numpy as np
 import pandas as pd
 
 from dara.io import replace_atomically, write_csv_atomic
+from dara.provenance import read_revision_record
 
 # column -> pandas dtype; the module docstring says what each holds
 SCHEMA: dict[str, str] = {
@@ -464,14 +465,16 @@ def _run_dirs(results: Path) -> list[Path]:
 
 
 def _revision_record(run: Path) -> tuple[str, str]:
-    """(revision, dirty) of a run's git_revision.txt ("revision: <sha>\\ndirty: false")."""
+    """(revision, dirty as written: true, false or unknown) of a run's git_revision.txt
+    (`dara.provenance.read_revision_record`)."""
     path = run / "git_revision.txt"
     if not path.is_file():
         raise DrawError(f"a partial draw: {path} is missing")
-    fields = dict(line.split(": ", 1) for line in path.read_text().splitlines() if ": " in line)
-    if "revision" not in fields or "dirty" not in fields:
-        raise DrawError(f"{path} does not hold 'revision: <sha>' and 'dirty: <true|false>' lines")
-    return fields["revision"].strip(), fields["dirty"].strip()
+    try:
+        record = read_revision_record(run)
+    except ValueError as unreadable:
+        raise DrawError(f"{path} is not a revision record: {unreadable}") from unreadable
+    return record["revision"], {True: "true", False: "false", None: "unknown"}[record["dirty"]]
 
 
 def _machine_records(results: Path, runs: list[Path]) -> list[dict]:
