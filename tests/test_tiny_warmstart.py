@@ -72,6 +72,9 @@ def test_read_revision_record_is_revision_texts_inverse(tmp_path, monkeypatch):
     (tmp_path / "git_revision.txt").write_text("revision: " + "a" * 40 + "\n")
     with pytest.raises(ValueError, match="git_revision.txt does not hold"):
         provenance.read_revision_record(tmp_path)
+    (tmp_path / "git_revision.txt").write_text("revision: " + "a" * 40 + "\ndirty: maybe\n")
+    with pytest.raises(ValueError, match="says 'dirty: maybe', not one of true, false, unknown"):
+        provenance.read_revision_record(tmp_path)
 
 
 def test_git_revision_inside_the_checkout_names_the_commit():

@@ -79,7 +79,6 @@ import numpy as np
 import pandas as pd
 
 from dara.io import replace_atomically, write_csv_atomic
-from dara.provenance import read_revision_record
 
 # column -> pandas dtype; the module docstring says what each holds
 SCHEMA: dict[str, str] = {
@@ -465,16 +464,17 @@ def _run_dirs(results: Path) -> list[Path]:
 
 
 def _revision_record(run: Path) -> tuple[str, str]:
-    """(revision, dirty as written: true, false or unknown) of a run's git_revision.txt
-    (`dara.provenance.read_revision_record`)."""
+    """(revision, dirty as written) of a run's git_revision.txt ("revision: <sha>\\ndirty: false"). Parsed here
+    rather than by `dara.provenance.read_revision_record`: the analysis layer does not import the run layer
+    (tests/test_architecture.py); any dirty state but "false" is refused by the caller."""
     path = run / "git_revision.txt"
     if not path.is_file():
         raise DrawError(f"a partial draw: {path} is missing")
-    try:
-        record = read_revision_record(run)
-    except ValueError as unreadable:
-        raise DrawError(f"{path} is not a revision record: {unreadable}") from unreadable
-    return record["revision"], {True: "true", False: "false", None: "unknown"}[record["dirty"]]
+    fields = dict(line.split(": ", 1) for line in path.read_text().splitlines() if ": " in line)
+    if "revision" not in fields or "dirty" not in fields:
+        raise DrawError(f"{path} is not a revision record: it does not hold 'revision: <sha>' and 'dirty: "
+                        "<true|false>' lines")
+    return fields["revision"].strip(), fields["dirty"].strip()
 
 
 def _machine_records(results: Path, runs: list[Path]) -> list[dict]:
