@@ -155,10 +155,11 @@ def main(argv=None) -> None:
             if args.skip_recorded and rows["draw_id"].iloc[0] in set(recorded["draw_id"]):
                 # its runs' fingerprints, where the draw was recorded without them (refused if they differ)
                 filled = ledger.record_fingerprints(recorded, rows)
-                if not filled.equals(recorded):
+                changed = not filled.equals(recorded)
+                if changed:
                     ledger.write_ledger(args.ledger, filled)
                 print(f"{args.ledger}: draw {rows['draw_id'].iloc[0]} is already recorded; "
-                      + ("its fingerprints written" if not filled.equals(recorded) else "left as it is"))
+                      + ("its fingerprints written" if changed else "left as it is"))
                 return
             ledger.append(args.ledger, rows)
         except ledger.DrawError as refused:

@@ -242,8 +242,14 @@ def _earlier_same_runs(ledger: pd.DataFrame, row) -> str | None:
         return _root(ledger, str(row.same_runs_as), row.task)
     if pd.isna(row.runs_sha256) or pd.isna(row.task):
         return None
-    same = ledger[(ledger["task"] == row.task) & (ledger["runs_sha256"] == row.runs_sha256)]
-    return _root(ledger, str(same["draw_id"].iloc[0]), row.task) if len(same) else None
+    return _first_draw_with(ledger, row.task, row.runs_sha256)
+
+
+def _first_draw_with(ledger: pd.DataFrame, task: str, fingerprint: str) -> str | None:
+    """The first draw of the runs of ``task`` whose fingerprint ``ledger`` records (followed to the draw it
+    repeats in turn), or None."""
+    same = ledger[(ledger["task"] == task) & (ledger["runs_sha256"] == fingerprint)]
+    return _root(ledger, str(same["draw_id"].iloc[0]), task) if len(same) else None
 
 
 def mark_repeat(ledger: pd.DataFrame, draw_id: str, task: str, same_as: str) -> pd.DataFrame:
@@ -303,10 +309,9 @@ def record_fingerprints(ledger: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFram
                             "tree holds other runs, or the mark is wrong")
         ledger.loc[mine, "runs_sha256"] = fingerprint
         if root == draw_id:  # not marked yet: an earlier draw with this fingerprint is the first of these runs
-            earlier = ledger.iloc[:int(np.flatnonzero(mine)[0])]
-            same = earlier[(earlier["task"] == task) & (earlier["runs_sha256"] == fingerprint)]
-            if len(same):
-                ledger.loc[mine, "same_runs_as"] = _root(ledger, str(same["draw_id"].iloc[0]), task)
+            first_draw = _first_draw_with(ledger.iloc[:int(np.flatnonzero(mine)[0])], task, fingerprint)
+            if first_draw is not None:
+                ledger.loc[mine, "same_runs_as"] = first_draw
     return conform(ledger)
 
 
@@ -640,7 +645,7 @@ def runs_fingerprint(results: str | Path, task: str) -> str:
     computed, so two draws with one fingerprint hold the same runs byte for byte (a draw that adds or drops a run
     of the task has another). Refuses a task without runs and a run without a checkpoint."""
     runs_of_task = Path(results) / "runs" / task
-    runs = sorted(path for path in runs_of_task.glob("*/G*/seed*") if path.is_dir())
+    runs = [run for run in _run_dirs(Path(results)) if run.is_relative_to(runs_of_task)]
     if not runs:
         raise DrawError(f"no runs of {task} under {runs_of_task.parent}: the claims name a task the draw did not train")
     digest = hashlib.sha256()
