@@ -267,15 +267,18 @@ def take_snapshot(results: Path, out: Path) -> None:
     write_text_atomic(out / "step0.md", step0_table(results / "policies"))
     write_text_atomic(out / "claims.md", claims_table(results / "tables"))
     copy(results / "tables" / "regime.md", out / "regime.md")
+    copy(results / "tables" / "criteria.md", out / "criteria.md")
     copy(results / "tables" / "denser_regime.md", out / "denser_regime.md")
     write_text_atomic(out / "timing.md", timing_table(results))
     write_text_atomic(out / "machine.md", machine_table(results))
-    # make replicate's comparison of each claim's verdict in two independent replicates, when it ran; one kept from
-    # an earlier snapshot compares another draw's verdicts, so it says so at its top (once) and names that draw
-    if (results / "tables" / "replicates.md").is_file():
-        copy(results / "tables" / "replicates.md", out / "replicates.md")
-    elif (out / "replicates.md").is_file():
-        mark_earlier_draw(out / "replicates.md", out / "REVISION")
+    # make replicate's comparisons of each claim's verdict and of the regime criteria in two independent replicates,
+    # when it ran; one kept from an earlier snapshot compares another draw's, so it says so at its top (once) and
+    # names that draw
+    for name in REPLICATE_TABLES:
+        if (results / "tables" / name).is_file():
+            copy(results / "tables" / name, out / name)
+        elif (out / name).is_file():
+            mark_earlier_draw(out / name, out / "REVISION")
     for name in FIGURES:
         copy(results / "figures" / f"{name}.png", out / f"{name}.png")
     # `dara diagnose` on the headline's GRPO run (docs/diagnose.md)
@@ -311,6 +314,8 @@ def training_runs_revision(text: str) -> str | None:
 
 
 EARLIER_DRAW = "**Not this draw's replicate:**"
+# make replicate's tables (analysis/replicates.py): the claims' verdicts and the regime criteria in both replicates
+REPLICATE_TABLES = ("replicates.md", "replicate_criteria.md")
 
 
 def mark_earlier_draw(table: Path, revision_file: Path) -> None:
@@ -322,7 +327,7 @@ def mark_earlier_draw(table: Path, revision_file: Path) -> None:
     runs = training_runs_revision(revision_file.read_text()) if revision_file.is_file() else None
     draw = f"the draw of training runs at {runs}" if runs else "an earlier draw"
     note = (f"{EARLIER_DRAW} this table compares {draw} with its replicate; `make replicate` has not run on the "
-            "draw this snapshot shows, so its claims may differ from the study column here.\n\n")
+            "draw this snapshot shows, so its numbers may differ from the study column here.\n\n")
     title, rest = text.split("\n", 1) if text.startswith("# ") else ("", text)
     write_text_atomic(table, (f"{title}\n\n" if title else "") + note + rest.lstrip("\n"))
 

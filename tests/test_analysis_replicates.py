@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 from scipy.stats import norm
 
+from dara.analysis import criteria
 from dara.analysis.replicates import UNDECIDED, compare, markdown, scale_needed, signed_z
 from script_loader import load_script
 
@@ -51,16 +52,38 @@ def test_the_replicates_must_check_the_same_claims():
                                                                  b=("supported", 0.01, 1, -1.0)))
 
 
+def _criteria(drift: float) -> pd.DataFrame:
+    """A criteria.csv of two readings: the math drift control's (met within 5 points) and one not read."""
+    return pd.DataFrame([
+        {"criterion": "3 no drift", "task": "math_length", "reading": "drift control's final minus base (points)",
+         "value": drift, "bound": "in [-5, 5]", "met": abs(drift) <= 5, "read_on": "median warm start",
+         "extreme_method": ""},
+        {"criterion": "5 measurable", "task": "toolcall", "reading": "share crossing", "value": np.nan,
+         "bound": ">= 0.5", "met": None, "read_on": "not read: no record", "extreme_method": ""}],
+        columns=criteria.COLUMNS)
+
+
 def test_the_script_writes_both_tables_and_refuses_a_missing_claims_file(tmp_path):
     script = load_script("analysis/replicates.py")
-    for name, verdict in (("study", "supported"), ("replicate", "not significant")):
+    for name, verdict, drift in (("study", "supported", -8.0), ("replicate", "not significant", -2.0)):
         (tmp_path / name / "tables").mkdir(parents=True)
         _claims(a=(verdict, 0.01 if verdict == "supported" else 0.2, 1, -2.0)).to_csv(
             tmp_path / name / "tables" / "claims.csv", index=False)
+        _criteria(drift).to_csv(tmp_path / name / "tables" / "criteria.csv", index=False)
     script.main(["--study", str(tmp_path / "study"), "--replicate", str(tmp_path / "replicate"),
                  "--out", str(tmp_path / "out")])
     assert "0 of 1 claims have the same verdict" in (tmp_path / "out" / "replicates.md").read_text()
     assert pd.read_csv(tmp_path / "out" / "replicates.csv")["agreement"].tolist() == [UNDECIDED]
+    # the regime criteria of both draws, read back from their criteria.csv (met / not met / unread cells)
+    paired = pd.read_csv(tmp_path / "out" / "replicate_criteria.csv")
+    assert paired["agreement"].tolist() == [criteria.ONE_OF_TWO, criteria.UNREAD]
+    assert "0 of 2 readings meet their criterion in both draws, 0 in neither, 1 in one of the two, 1 not read in " \
+           "one; in one of the two (a property of the draw, not of the setting): math_length: drift" in \
+           (tmp_path / "out" / "replicate_criteria.md").read_text()
+    (tmp_path / "replicate" / "tables" / "criteria.csv").unlink()
+    with pytest.raises(SystemExit):
+        script.main(["--study", str(tmp_path / "study"), "--replicate", str(tmp_path / "replicate"),
+                     "--out", str(tmp_path / "out")])
     with pytest.raises(SystemExit):
         script.main(["--study", str(tmp_path / "none"), "--replicate", str(tmp_path / "replicate"),
                      "--out", str(tmp_path / "out")])

@@ -13,6 +13,7 @@ report: "../../analysis/report/workflow.rst"
 TABLES = f"{RESULTS}/tables"
 FIGURES = f"{RESULTS}/figures"
 from dara.analysis.config import load_analysis_config
+from dara.experiments import is_paper_setting
 
 ANALYSIS_CONFIG = "analysis/config.yaml"
 # the experiment's analysis block (merged over the config by the scripts): a param, so that editing it reruns them
@@ -142,6 +143,35 @@ rule report_md:
 
 ALL_OUTPUTS += [path for _, _, outputs in ARTIFACTS.values() for path in outputs]
 ALL_OUTPUTS += rules.toy.output + rules.report_md.output
+
+# The tiny calibration's regime criteria (analysis/config.yaml's regime_criteria) read on this draw's tables, at
+# the CPU scales that run its tasks; the paper's own runs are not held to the tiny calibration's bounds.
+if not is_paper_setting(EXPERIMENT):
+
+    rule criteria:
+        input:
+            script="analysis/criteria.py",
+            config=ANALYSIS_CONFIG,
+            regime=f"{TABLES}/regime.csv",
+            first_crossing=f"{TABLES}/first_crossing.csv",
+            stable=f"{FIGURES}/fig5.csv",
+        output:
+            f"{TABLES}/criteria.csv",
+            f"{TABLES}/criteria.md",
+        log:
+            f"{RESULTS}/logs/analysis/criteria.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/analysis/criteria.tsv"
+        threads: 1
+        params:
+            scale=EXPERIMENT_SOURCE,
+            analysis=ANALYSIS_BLOCK,
+            out=results_of,
+        shell:
+            "python {input.script} --scale {params.scale:q} --config {input.config} --regime {input.regime}"
+            " --first-crossing {input.first_crossing} --stable {input.stable} --out-dir {params.out} > {log} 2>&1"
+
+    ALL_OUTPUTS += rules.criteria.output
 
 # `dara diagnose` on one GRPO run of the headline task (its rollouts.parquet, an output of the tiny trainer's
 # jobs): what the README's "Is my multi-reward run imbalanced?" shows. The CPU trainer's scales only (a
