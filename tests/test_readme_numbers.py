@@ -17,7 +17,7 @@ BLOCKS = {"claims": "README.md", "headline": "docs/results.md", "regime": "docs/
           "bench_verl_cpu": "docs/verl.md", "verl_cpu_timing": "docs/verl.md", "verl_cpu_backends": "docs/verl.md",
           "verl_cpu_rerun": "docs/verl.md", "backends": "docs/trl.md", "diagnostics_toolcall": "docs/diagnose.md",
           "ledger_claims": "docs/results.md", "replicates": "docs/results.md",
-          "denser_regime": "docs/results.md"}
+          "denser_regime": "docs/results.md", "criteria": "docs/results.md", "replicate_criteria": "docs/results.md"}
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
