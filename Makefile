@@ -59,8 +59,9 @@ reproduce: setup
 	  > results/tiny/reproduce_seconds.txt
 
 # An independent replicate of the study (experiments/tiny_replicate.yaml: every seed and warm start of tiny.yaml
-# shifted, results in results/tiny_replicate), then each claim's verdict in both side by side
-# (results/tiny/tables/replicates.{csv,md}): run after make reproduce. As long as make reproduce.
+# shifted, results in results/tiny_replicate), then each claim's verdict and the regime criteria in both side by side
+# (results/tiny/tables/replicates.{csv,md}, replicate_criteria.{csv,md}): run after make reproduce. As long as make
+# reproduce.
 replicate: setup
 	$(VENV)/bin/snakemake --cores $(CORES) --config scale=tiny_replicate
 	$(VENV)/bin/python analysis/replicates.py --study results/tiny --replicate results/tiny_replicate \

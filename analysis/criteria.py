@@ -1,9 +1,10 @@
 """The calibration's regime criteria read on this draw: results/<scale>/tables/criteria.{csv,md}.
 
-Each criterion of docs/tiny_scale.md ("Calibration"), its bounds fixed in analysis/config.yaml (``regime_criteria``),
-read on the tables the pipeline wrote (tables/regime.csv, tables/first_crossing.csv, figures/fig5.csv;
-`dara.analysis.criteria` says how). A draw whose settings were chosen on these criteria shows here whether its own
-runs are still in that regime; `make replicate` puts the study's and the replicate's readings side by side.
+Each criterion of docs/tiny_scale.md ("Calibration"), with its bounds and readings in analysis/config.yaml
+(``regime_criteria``), read on the tables the pipeline wrote (tables/regime.csv, tables/first_crossing.csv,
+figures/fig5.csv; `dara.analysis.criteria` says how). A draw whose settings were chosen on these criteria shows here
+whether its own runs are still in that regime; `make replicate` puts the study's and the replicate's readings side by
+side.
 """
 
 import argparse
@@ -41,10 +42,11 @@ def main(argv=None):
     tables = args.out_dir / "tables"
     write_csv_atomic(tables / "criteria.csv", table)
     text = [f"# The calibration's regime criteria on this draw ({config['scale']} scale)", "",
-            "Each criterion of docs/tiny_scale.md (\"Calibration\"), its bounds fixed before the runs in "
-            "analysis/config.yaml (`regime_criteria`), read on this draw's tables (regime.csv, first_crossing.csv, "
-            "fig5.csv): on the median warm start where a task's runs start from several, else medians over seeds. "
-            "Bounds are inclusive.", "", summary(table), "", markdown(table), ""]
+            "Each criterion of docs/tiny_scale.md (\"Calibration\"), with the bounds stated there before the "
+            "calibration's pilots and the readings of analysis/config.yaml (`regime_criteria`), read on this draw's "
+            "tables (regime.csv, first_crossing.csv, fig5.csv): on the median over warm starts where a task's runs "
+            "start from several, else medians over seeds. Bounds are inclusive.", "", summary(table), "",
+            markdown(table), ""]
     write_text_atomic(tables / "criteria.md", "\n".join(text))
     print("\n".join(text))
 

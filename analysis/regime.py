@@ -131,6 +131,8 @@ def heldout_rows(task: str, metric: str, evaluations: pd.DataFrame) -> list[dict
         if skipped:
             row["skipped_step_base"] = 100 * float(runs.loc[runs["step"] == 0, skipped].mean())
             row["skipped_step_final"] = 100 * float(last.loc[last["method"] == method, skipped].median())
+            # the most any of the method's runs skips (the criterion: no final answer skips a step)
+            row["skipped_step_final_max"] = 100 * float(last.loc[last["method"] == method, skipped].max())
         rows.append(row)
     return rows
 

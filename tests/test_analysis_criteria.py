@@ -37,7 +37,8 @@ def _regime(changes: dict | None = None) -> pd.DataFrame:
         *({"table": "heldout", "task": "toolcall", "method": method, "base": 20.0, "median_minus_base": gain}
           for method, gain in (("gdpo", 30.0), ("dara_sym", 35.0), ("shuffled", -3.0))),
         *({"table": "heldout", "task": "math_length", "method": method, "base": 65.0, "median_minus_base": gain,
-           "skipped_step_final": 0.0} for method, gain in (("gdpo", 30.0), ("dara_sym", 31.0), ("shuffled", 4.0))),
+           "skipped_step_final": 0.0, "skipped_step_final_max": 0.0}
+          for method, gain in (("gdpo", 30.0), ("dara_sym", 31.0), ("shuffled", 4.0))),
         {"table": "training", "task": "math_length", "method": "gdpo", "reward": "length", "step0": 0.3},
         {"table": "late_run", "task": "math_length", "method": "gdpo", "reward": "length", "mean_middle_step": 0.99,
          "density_last_third": 0.05, "weight_last_third": 3.0},
@@ -76,9 +77,13 @@ def _crossings(crossed: int, of: int = 4) -> pd.DataFrame:
 
 
 def _stable(confirmed: int, of: int = 4) -> pd.DataFrame:
+    """GDPO's stable length crossings at G = 8 (``confirmed`` of ``of`` seeds at 0.99, all at 0.95), and two seeds
+    at G = 16 (fewer runs: not the main G) that confirm 0.99."""
     rows = [{"task": "math_length", "method": "gdpo", "G": 8, "seed": s, "reward": "length", "threshold": threshold,
              "status": "confirmed" if s < confirmed or threshold < 0.99 else "pending"}
             for s in range(of) for threshold in (0.95, 0.99)]
+    rows += [{"task": "math_length", "method": "gdpo", "G": 16, "seed": s, "reward": "length", "threshold": 0.99,
+              "status": "confirmed"} for s in range(2)]
     return pd.DataFrame(rows)
 
 
@@ -124,7 +129,8 @@ def test_a_draw_in_the_regime_meets_every_reading():
     ((("training", "math_length", "gdpo", "step0"), 0.55), "GDPO's length reward at step 0", None),
     ((("heldout", "math_length", "dara_sym", "median_minus_base"), -6.0), "final minus base held-out accuracy",
      None),
-    ((("heldout", "math_length", "gdpo", "skipped_step_final"), 0.1), "skipping a step", None),
+    # one run of GDPO skips a step in 0.1 % of its answers, its median run none: not met (no answer may skip)
+    ((("heldout", "math_length", "gdpo", "skipped_step_final_max"), 0.1), "skipping a step", None),
 ])
 def test_each_reading_fails_alone_when_its_number_leaves_the_bound(change, reading, task):
     (key, value), = [change]
@@ -151,7 +157,7 @@ def test_a_task_with_several_warm_starts_is_read_on_the_median_warm_start():
     # the pooled median (4) would meet the bound; the median warm start (-8) does not
     table = _read(pd.concat([_regime(), per_warm_start], ignore_index=True))
     drift = table[(table["task"] == "math_length") & table["reading"].str.contains("drift")].iloc[0]
-    assert drift["value"] == -8.0 and not drift["met"] and drift["read_on"] == criteria.MEDIAN_WARM_START
+    assert drift["value"] == -8.0 and not drift["met"] and drift["read_on"] == criteria.MEDIAN_OVER_WARM_STARTS
 
 
 def test_crossing_shares_are_read_at_the_main_group_size_and_the_claims_threshold():
@@ -192,7 +198,9 @@ def test_two_draws_side_by_side():
     assert agreement["math_length: drift control's final minus base (points)"] == criteria.ONE_OF_TWO
     assert agreement["toolcall: DARA's weight on format at step 0"] == criteria.NEITHER_MET
     assert agreement["toolcall: format density at step 0"] == criteria.BOTH_MET
-    assert paired.loc[paired["criterion"] == "5 measurable", "agreement"].item() == criteria.UNREAD
+    assert paired.loc[paired["criterion"] == "5 measurable", "agreement"].item() == criteria.UNREAD_IN_ONE
+    both_unread = criteria.compare_draws(replicate, replicate)
+    assert both_unread.loc[both_unread["criterion"] == "5 measurable", "agreement"].item() == criteria.UNREAD_IN_BOTH
     text = criteria.paired_summary(paired)
     assert "1 in one of the two" in text and "math_length: drift control" in text
     assert "| met in one of two |" in criteria.paired_markdown(paired).replace("  ", "")
@@ -238,3 +246,48 @@ def test_the_studys_config_states_the_criteria_and_refuses_a_malformed_bound(tmp
     (tmp_path / "config.schema.yaml").write_text((ROOT / "analysis" / "config.schema.yaml").read_text())
     with pytest.raises(ValueError, match="regime_criteria/no_drift/points"):
         load_analysis_config(tmp_path / "config.yaml", "tiny")
+
+
+def test_every_task_with_a_heldout_metric_gets_a_drift_reading_and_unread_ones_pair_after_a_csv_round_trip(tmp_path):
+    regime = _regime()
+    control = (regime["table"] == "heldout") & (regime["method"] == "shuffled") & (regime["task"] == "toolcall")
+    regime = regime[~control]
+    config = {**CONFIG, "heldout_correctness": {**CONFIG["heldout_correctness"], "act_critic": "accuracy"}}
+    table = criteria.read_criteria(regime, _crossings(3), _stable(3), config)
+    drift = table[table["criterion"] == "3 no drift"].set_index("task")
+    assert list(drift.index) == ["toolcall", "math_length", "act_critic"]
+    assert drift.loc["toolcall", "read_on"] == "not read: no drift control evaluated on toolcall"
+    assert drift.loc["act_critic", "met"] is None and drift.loc["math_length", "met"]
+    # written and read back as make replicate reads them: NaN values, empty cells and None all pair up
+    table.loc[len(table)] = {**table.iloc[0].to_dict(), "task": "", "reading": "a reading of no task",
+                             "value": np.nan, "met": None}
+    table.to_csv(tmp_path / "criteria.csv", index=False)
+    again = pd.read_csv(tmp_path / "criteria.csv")
+    paired = criteria.compare_draws(again, again)
+    assert len(paired) == len(table) and set(paired.loc[paired["task"] == "", "agreement"]) == {
+        criteria.UNREAD_IN_BOTH}
+    assert (paired.loc[paired["met_study"].notna(), "agreement"] != criteria.ONE_OF_TWO).all()
+
+
+def test_a_task_with_several_warm_starts_reads_every_criterion_on_them():
+    quantities = {"toolcall": {"format density at step 0": (0.0, 0.05, 0.2), "DARA weight on format at step 0":
+                               (1.0, 3.2, 4.0), "GDPO energy share of format at step 0": (0.0, 0.04, 0.2),
+                               "correctness density at step 0": (0.5, 0.7, 0.9),
+                               "base acc_tool (%)": (15.0, 20.0, 45.0),
+                               "GDPO final minus base (points, median)": (5.0, 12.0, 30.0),
+                               "DARA-Sym final minus base (points, median)": (30.0, 31.0, 32.0)},
+                  "math_length": {"base accuracy (%)": (60.0, 65.0, 75.0),
+                                  "correctness density at step 0": (1.0, 1.0, 0.9),
+                                  "GDPO final minus base (points, median)": (-7.0, 30.0, 31.0),
+                                  "DARA-Sym final minus base (points, median)": (-6.0, -6.5, 20.0)}}
+    per_warm_start = pd.DataFrame([{"table": "warm_starts", "task": task, "warm_start": w, "quantity": q, "value": v}
+                                   for task, rows in quantities.items() for q, values in rows.items()
+                                   for w, v in enumerate(values)])
+    table = _read(pd.concat([_regime(), per_warm_start], ignore_index=True)).set_index(["task", "reading"])
+    on_warm_starts = table[table["read_on"] == criteria.MEDIAN_OVER_WARM_STARTS]
+    assert len(on_warm_starts) == 10  # every reading these tasks have per warm start (their controls have none)
+    assert table.loc[("toolcall", "DARA's weight on format at step 0"), "value"] == 3.2
+    assert table.loc[("toolcall", "GDPO's final minus base (points)"), "value"] == 12.0
+    lowest = table.loc[("math_length", "final minus base held-out accuracy (points), lowest method")]
+    # DARA-Sym's median over warm starts (-6) is the lowest, not its pooled median_minus_base (31)
+    assert lowest["value"] == -6.0 and lowest["extreme_method"] == "DARA-Sym" and not lowest["met"]

@@ -76,9 +76,9 @@ def test_the_script_writes_both_tables_and_refuses_a_missing_claims_file(tmp_pat
     assert pd.read_csv(tmp_path / "out" / "replicates.csv")["agreement"].tolist() == [UNDECIDED]
     # the regime criteria of both draws, read back from their criteria.csv (met / not met / unread cells)
     paired = pd.read_csv(tmp_path / "out" / "replicate_criteria.csv")
-    assert paired["agreement"].tolist() == [criteria.ONE_OF_TWO, criteria.UNREAD]
+    assert paired["agreement"].tolist() == [criteria.ONE_OF_TWO, criteria.UNREAD_IN_BOTH]
     assert "0 of 2 readings meet their criterion in both draws, 0 in neither, 1 in one of the two, 1 not read in " \
-           "one; in one of the two (a property of the draw, not of the setting): math_length: drift" in \
+           "either; in one of the two (a property of the draw, not of the setting): math_length: drift" in \
            (tmp_path / "out" / "replicate_criteria.md").read_text()
     (tmp_path / "replicate" / "tables" / "criteria.csv").unlink()
     with pytest.raises(SystemExit):

@@ -145,7 +145,8 @@ ALL_OUTPUTS += [path for _, _, outputs in ARTIFACTS.values() for path in outputs
 ALL_OUTPUTS += rules.toy.output + rules.report_md.output
 
 # The tiny calibration's regime criteria (analysis/config.yaml's regime_criteria) read on this draw's tables, at
-# the CPU scales that run its tasks; the paper's own runs are not held to the tiny calibration's bounds.
+# every scale but the paper's setting (whose runs are not held to the tiny calibration's bounds); a task a scale
+# does not run reads "not read".
 if not is_paper_setting(EXPERIMENT):
 
     rule criteria:
