@@ -236,20 +236,18 @@ def test_custom_entries_score_with_the_ast_checker(tmp_path):
 
 @needs_bfcl_env
 def test_score_cli_rejects_bad_input(tmp_path):
-    (tmp_path / "in.json").write_text(json.dumps({"cases": [{"id": "irrelevance_0", "outputs": ""}]}))
-    result = subprocess.run(
-        [str(BFCL_PYTHON), "-m", "dara.evaluation.bfcl_score", "--outputs", str(tmp_path / "in.json"), "--out", str(tmp_path / "o.json")],
-        capture_output=True, text=True, cwd=REPO,
-    )  # fmt: skip
+    def score(cases):
+        (tmp_path / "in.json").write_text(json.dumps({"cases": cases}))
+        return subprocess.run(
+            [str(BFCL_PYTHON), "-m", "dara.evaluation.bfcl_score", "--outputs", str(tmp_path / "in.json"), "--out", str(tmp_path / "o.json")],
+            capture_output=True, text=True, cwd=REPO,
+        )  # fmt: skip
+
+    result = score([{"id": "irrelevance_0", "outputs": ""}])
     assert result.returncode != 0 and "not scored" in result.stderr
     assert not (tmp_path / "o.json").exists()
     # ids name the verdicts the caller reads back: a repeated one is refused, naming it (and only it)
-    cases = [{"id": case_id, "outputs": ""} for case_id in ("irrelevance_1", "irrelevance_2", "irrelevance_1")]
-    (tmp_path / "in.json").write_text(json.dumps({"cases": cases}))
-    result = subprocess.run(
-        [str(BFCL_PYTHON), "-m", "dara.evaluation.bfcl_score", "--outputs", str(tmp_path / "in.json"), "--out", str(tmp_path / "o.json")],
-        capture_output=True, text=True, cwd=REPO,
-    )  # fmt: skip
+    result = score([{"id": case_id, "outputs": ""} for case_id in ("irrelevance_1", "irrelevance_2", "irrelevance_1")])
     assert result.returncode != 0 and "duplicate case ids: ['irrelevance_1']" in result.stderr
     assert not (tmp_path / "o.json").exists()
 
