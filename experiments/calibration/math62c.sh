@@ -10,10 +10,16 @@ cd "$(dirname "$0")/../.."
 PY=${PYTHON:-.venv/bin/python}
 for file in experiments/calibration/math62c/*.yaml; do
   scale=$("$PY" -c "import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))['scale'])" "$file")
+  # only where the pilot's warm-start settings are the study's (else the workflow makes the pilot's own)
+  same=$("$PY" -c "import sys
+from dara.experiments import load_experiment, warm_start_settings
+study, pilot = load_experiment('tiny'), load_experiment(sys.argv[1])
+print(all(warm_start_settings(study, 'math_length', k) == warm_start_settings(pilot, 'math_length', k)
+          for k in range(5)))" "$file")
   for k in 0 1 2 3 4; do
     study=results/tiny/policies/math_length/warm_start$k
     pilot=results/$scale/policies/math_length/warm_start$k
-    if [ -f "$study/warmstart.json" ] && [ ! -e "$pilot" ]; then
+    if [ "$same" = True ] && [ -f "$study/warmstart.json" ] && [ ! -e "$pilot" ]; then
       mkdir -p "$(dirname "$pilot")" && cp -r "$study" "$pilot"
     fi
   done

@@ -103,3 +103,5 @@ if [ "$status" -ne 0 ]; then
   exit "$status"
 fi
 "$PY" -m dara.pilot --summarise docs/calibration/*/pilot.csv --out docs/calibration/summary.md
+# the math task on the study's five warm starts (docs/calibration/math62c-criteria.md), through the workflow
+PYTHON="$PY" experiments/calibration/math62c.sh
