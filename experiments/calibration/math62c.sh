@@ -4,7 +4,8 @@
 # (experiments/calibration/math62c/*.yaml) run through the workflow up to its `criteria` rule, so that it is read
 # exactly as the study is. The study's math warm starts are copied in where `make reproduce` made them (the same
 # warm-start settings and seeds: the same policies under the kernel pin); elsewhere the workflow trains them.
-# Each pilot's criteria and regime tables go to docs/calibration/math62c-<candidate>/. About 35 minutes on 2 cores.
+# Each pilot's criteria and regime tables go to docs/calibration/math62c-<candidate>/. About 40 minutes on 2 cores.
+# A pilot whose results are under results/<its scale>/ is not run again (mtime triggers): delete them to rerun.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-.venv/bin/python}
