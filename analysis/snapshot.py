@@ -108,16 +108,21 @@ def claims_table(tables: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def job_seconds_by_stage(results: Path, folder: str = "benchmarks") -> dict[str, float]:
+def job_seconds_by_stage(results: Path, opt_in: bool = False) -> dict[str, float]:
     """Every job's own wall time (Snakemake's benchmark files, ``<folder>/<stage>/<job>.tsv``; the last
     attempt's), summed per stage folder (train, evaluate, warm_start, analysis, ...): what a run from empty costs in
-    core time, also after a partial rerun. The opt-in targets' jobs, which `make reproduce` does not run, are in
-    ``benchmarks/opt_in/<stage>/`` (workflow/rules/train.smk): not in the default folder's sum. (A results tree made
-    before that folder existed keeps them in ``benchmarks/train/`` until those jobs run again.)"""
+    core time, also after a partial rerun. The folder is the draw's own copy that `make reproduce` leaves where it
+    finished (`dara.analysis.ledger.draw_benchmarks`; the workflow's ``benchmarks/`` is rewritten by any later job,
+    an analysis redrawn on the same runs among them). The opt-in targets' jobs, which `make reproduce` does not run,
+    are in its ``opt_in/<stage>/`` (workflow/rules/train.smk), read with ``opt_in``: not in the default sum. (A
+    results tree made before that folder existed keeps them in ``train/`` until those jobs run again.)"""
     import pandas as pd
 
+    from dara.analysis.ledger import draw_benchmarks
+
+    folder = draw_benchmarks(results) / "opt_in" if opt_in else draw_benchmarks(results)
     stages: dict[str, float] = {}
-    for path in sorted((results / folder).glob("*/*.tsv")):
+    for path in sorted(folder.glob("*/*.tsv")):
         stages[path.parent.name] = stages.get(path.parent.name, 0.0) + float(pd.read_csv(path, sep="\t")["s"].iloc[-1])
     return stages
 
@@ -132,6 +137,8 @@ def timing_table(results: Path) -> str:
     recorded = (results / "reproduce_seconds.txt").read_text()
     seconds = float(recorded.split()[0])
     from_empty = recorded.strip().endswith("yes")
+    from dara.analysis.ledger import draw_benchmarks
+
     runs = len(list((results / "runs").glob("*/*/G*/seed*/metrics.parquet")))
     stages = job_seconds_by_stage(results)
     by_stage = ", ".join(f"{stage} {seconds / 60:.1f}" for stage, seconds in
@@ -140,8 +147,8 @@ def timing_table(results: Path) -> str:
              f"{minutes(seconds)} |\n| started from an empty `results/tiny` | "
              f"{'yes' if from_empty else 'no (a partial rerun)'} |\n| training runs | {runs} |\n"
              f"| every job's time, summed | {minutes(sum(stages.values()))} |\n"
-             f"| per stage (benchmarks/ folder), minutes | {by_stage} |\n")
-    opt_in_stages = job_seconds_by_stage(results, "benchmarks/opt_in")
+             f"| per stage ({draw_benchmarks(results).name}/ folder), minutes | {by_stage} |\n")
+    opt_in_stages = job_seconds_by_stage(results, opt_in=True)
     if opt_in_stages:
         table += (f"| opt-in targets' jobs (run by target name, not by `make reproduce`), summed | "
                   f"{minutes(sum(opt_in_stages.values()))} |\n")

@@ -140,6 +140,17 @@ def finished_tree(root: Path, revisions=None, dirty=None, machines=None, started
     return results
 
 
+def test_a_draws_cost_is_read_from_the_copy_make_reproduce_left_not_from_later_jobs(tmp_path):
+    results = finished_tree(tmp_path)
+    shutil.copytree(results / "benchmarks", results / ledger.DRAW_BENCHMARKS)
+    # an analysis redrawn later on the same runs rewrites the workflow's benchmark file
+    pd.DataFrame({"s": [6000.0], "max_rss": 1.0}).to_csv(results / "benchmarks" / "analysis" / "job.tsv", sep="\t",
+                                                        index=False)
+    assert ledger.job_core_minutes(results) == 11.0  # the draw's 600 s + 60 s
+    shutil.rmtree(results / ledger.DRAW_BENCHMARKS)  # a draw made before the copy: the workflow's folder
+    assert ledger.job_core_minutes(results) == 110.0
+
+
 def test_draw_rows_gives_one_row_per_claim_with_the_draws_code_machine_and_cost(tmp_path):
     rows = ledger.draw_rows(finished_tree(tmp_path), date="2026-12-06")
     assert list(rows.columns) == list(ledger.SCHEMA) and len(rows) == 3

@@ -538,10 +538,24 @@ def reproduce_seconds(results: Path) -> int:
     return int(round(float(found.group(1))))
 
 
+# Where `make reproduce` copies its jobs' benchmark files when it finishes: the draw's own times. The workflow's
+# benchmarks/ folder is rewritten by every later job (an analysis redrawn on the same runs), so a draw's cost is read
+# from this copy where it exists.
+DRAW_BENCHMARKS = "reproduce_benchmarks"
+
+
+def draw_benchmarks(results: Path) -> Path:
+    """The folder of a draw's job times: `make reproduce`'s copy (`DRAW_BENCHMARKS`) where it left one, else the
+    workflow's ``benchmarks/`` (a draw made before the copy, or a partial tree)."""
+    copied = results / DRAW_BENCHMARKS
+    return copied if copied.is_dir() else results / "benchmarks"
+
+
 def job_core_minutes(results: Path) -> float | None:
     """Every job's own time (each benchmark file's last attempt, column ``s``) summed, in minutes; the opt-in jobs
-    (``benchmarks/opt_in/``, not run by `make reproduce`) left out. None without benchmark files."""
-    benchmarks = results / "benchmarks"
+    (``opt_in/``, not run by `make reproduce`) left out; from the draw's own copy (`draw_benchmarks`). None without
+    benchmark files."""
+    benchmarks = draw_benchmarks(results)
     paths = [path for path in sorted(benchmarks.rglob("*.tsv")) if path.relative_to(benchmarks).parts[0] != "opt_in"]
     if not paths:
         return None
