@@ -97,6 +97,11 @@ class Readings:
         return float(values[0])
 
 
+def _gain_quantity(method: str) -> str:
+    """The per-warm-start quantity (analysis/regime.py's) of a method's final minus base held-out correctness."""
+    return f"{palette.label(method)} final minus base (points, median)"
+
+
 def _row(criterion: str, task: str, reading: str, value: float | None, bound: Bound, read_on: str,
          missing: str = "", extreme_method: str = "") -> dict:
     """One reading; ``extreme_method``: for a reading over methods (the lowest or highest), the method it is."""
@@ -152,8 +157,8 @@ def headroom(readings: Readings, spec: dict, metric: str) -> list[dict]:
     rows.append(_row(criterion, task, f"{dense} density at step 0", value, _bound(spec["dense_density"]), read_on))
     for method in spec["methods"]:
         label = palette.label(method)
-        value, read_on = _warm_start_or_pooled(readings, task, f"{label} final minus base (points, median)",
-                                               readings.heldout, "median_minus_base", method=method)
+        value, read_on = _warm_start_or_pooled(readings, task, _gain_quantity(method), readings.heldout,
+                                               "median_minus_base", method=method)
         rows.append(_row(criterion, task, f"{label}'s final minus base (points)", value, _bound(spec["gain"]),
                          read_on, missing=f"no {label} runs evaluated on {task}"))
     return rows
@@ -162,11 +167,10 @@ def headroom(readings: Readings, spec: dict, metric: str) -> list[dict]:
 def no_drift(readings: Readings, spec: dict, tasks) -> list[dict]:
     """Criterion 3: on each of ``tasks`` (every task with a held-out correctness metric), its drift control's final
     held-out correctness minus the base; a task without an evaluated control is a row that says so."""
-    label = palette.label(CONTROL)
     rows = []
     for task in tasks:
-        value, read_on = _warm_start_or_pooled(readings, task, f"{label} final minus base (points, median)",
-                                               readings.heldout, "median_minus_base", method=CONTROL)
+        value, read_on = _warm_start_or_pooled(readings, task, _gain_quantity(CONTROL), readings.heldout,
+                                               "median_minus_base", method=CONTROL)
         rows.append(_row("3 no drift", task, "drift control's final minus base (points)", value,
                          _bound(spec["points"]), read_on, missing=f"no drift control evaluated on {task}"))
     return rows
@@ -227,16 +231,13 @@ def math_regime(readings: Readings, spec: dict, metric: str, stable: pd.DataFram
                      missing=f"no fig5 record of GDPO's {length} on {task}"))
     heldout = readings.heldout[(readings.heldout["task"] == task)] if len(readings.heldout) else readings.heldout
     methods = heldout[heldout["method"] != CONTROL] if len(heldout) else heldout
-    if readings.has_warm_starts(task) and len(methods):
-        gains = [(readings.on_warm_starts(task, f"{palette.label(m)} final minus base (points, median)"), m)
-                 for m in methods["method"]]
-        gains = [(g, m) for g, m in gains if g is not None]
-        value = min(g for g, _ in gains) if gains else None
-        label = _methods_text([m for g, m in gains if g == value], len(gains)) if gains else ""
+    gains, read_on = methods, POOLED
+    if readings.has_warm_starts(task) and len(methods):  # each method's median over warm starts instead
+        gains = pd.DataFrame({"method": methods["method"],
+                              "median_minus_base": [readings.on_warm_starts(task, _gain_quantity(method))
+                                                    for method in methods["method"]]}, dtype=object)
         read_on = MEDIAN_OVER_WARM_STARTS
-    else:
-        value, label = _extreme(methods, "median_minus_base", lowest=True)
-        read_on = POOLED
+    value, label = _extreme(gains, "median_minus_base", lowest=True)
     rows.append(_row(criterion, task, f"final minus base held-out {metric} (points), lowest method", value,
                      _bound(spec["final_minus_base"]), read_on, extreme_method=label))
     value, label = _extreme(methods, "skipped_step_final_max", lowest=False)
@@ -245,19 +246,24 @@ def math_regime(readings: Readings, spec: dict, metric: str, stable: pd.DataFram
     return rows
 
 
-def confirmed_share(stable: pd.DataFrame | None, task: str, method: str, reward: str,
-                    threshold: float) -> float | None:
-    """The share of a method's seeds at the task's main G (the one with the most runs) whose reward confirmed a
-    stable crossing of ``threshold``; None without a record."""
-    if stable is None or not len(stable):
+def _seeds_at_main_g(records: pd.DataFrame | None, task: str, method: str, reward: str,
+                     threshold: float) -> pd.DataFrame | None:
+    """A crossing table's rows (first_crossing.csv, fig5.csv: one per run and threshold) of one method, reward and
+    threshold at the task's main G (the one with the most runs, not a group-size sweep's); None without any."""
+    if records is None or not len(records):
         return None
-    task_runs = stable[stable["task"] == task]
+    task_runs = records[records["task"] == task]
     own = task_runs[(task_runs["method"] == method) & (task_runs["reward"] == reward)
                     & np.isclose(task_runs["threshold"].astype(float), threshold)]
-    if not len(own):
-        return None
-    own = own[own["G"] == main_group_size(task_runs)]
-    return float((own["status"] == "confirmed").mean())
+    return own[own["G"] == main_group_size(task_runs)] if len(own) else None
+
+
+def confirmed_share(stable: pd.DataFrame | None, task: str, method: str, reward: str,
+                    threshold: float) -> float | None:
+    """The share of a method's seeds at the task's main G whose reward confirmed a stable crossing of
+    ``threshold``; None without a record."""
+    own = _seeds_at_main_g(stable, task, method, reward, threshold)
+    return None if own is None else float((own["status"] == "confirmed").mean())
 
 
 def measurable(crossings: pd.DataFrame | None, spec: dict) -> list[dict]:
@@ -265,14 +271,8 @@ def measurable(crossings: pd.DataFrame | None, spec: dict) -> list[dict]:
     (at least half: the median crossing step is observed rather than censored)."""
     task, reward, threshold = spec["task"], spec["reward"], float(spec["threshold"])
     reading = f"share of GDPO's seeds crossing {reward} {threshold:g} within the run"
-    value = None
-    if crossings is not None and len(crossings):
-        own = crossings[(crossings["task"] == task) & (crossings["method"] == "gdpo")
-                        & (crossings["reward"] == reward) & np.isclose(crossings["threshold"].astype(float), threshold)]
-        task_runs = crossings[crossings["task"] == task]
-        if len(own):  # at the task's main G (the one with the most runs), not the group-size sweep's
-            own = own[own["G"] == main_group_size(task_runs)]
-            value = float(own["step"].notna().mean())
+    own = _seeds_at_main_g(crossings, task, "gdpo", reward, threshold)
+    value = None if own is None else float(own["step"].notna().mean())
     return [_row("5 measurable", task, reading, value, _bound(spec["crossed_share"]), "seeds at the main G",
                  missing=f"no first-crossing record of GDPO's {reward} on {task}")]
 
@@ -293,10 +293,14 @@ def read_criteria(regime: pd.DataFrame, crossings: pd.DataFrame | None, stable: 
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def _met_or_none(met) -> bool | None:
+    """A reading's ``met`` as written (True, False) or read back from CSV (NaN where it was not read)."""
+    return None if met is None or (isinstance(met, float) and np.isnan(met)) else bool(met)
+
+
 def met_text(met) -> str:
-    if met is None or (isinstance(met, float) and np.isnan(met)):
-        return "not read"
-    return "met" if bool(met) else "**not met**"
+    met = _met_or_none(met)
+    return "not read" if met is None else "met" if met else "**not met**"
 
 
 def _method_text(frame: pd.DataFrame, column: str) -> list[str]:
@@ -313,7 +317,7 @@ def markdown(table: pd.DataFrame) -> str:
 
 def summary(table: pd.DataFrame) -> str:
     """One sentence: how many readings are met, which are not, which could not be read."""
-    met = table["met"].map(lambda m: None if m is None or (isinstance(m, float) and np.isnan(m)) else bool(m))
+    met = table["met"].map(_met_or_none)
     read = met.notna()
     failed = table[read & (met == False)]  # noqa: E712 (a column of True/False/None)
     text = f"{int((met == True).sum())} of {int(read.sum())} readings meet their criterion"  # noqa: E712
@@ -329,10 +333,6 @@ BOTH_MET, NEITHER_MET, ONE_OF_TWO = "met in both", "not met in both", "met in on
 UNREAD_IN_ONE, UNREAD_IN_BOTH = "not read in one", "not read in either"
 PAIRED_COLUMNS = ["criterion", "task", "reading", "bound", "value_study", "met_study", "extreme_method_study",
                   "value_replicate", "met_replicate", "extreme_method_replicate", "agreement"]
-
-
-def _met_or_none(met) -> bool | None:
-    return None if met is None or (isinstance(met, float) and np.isnan(met)) else bool(met)
 
 
 def compare_draws(study: pd.DataFrame, replicate: pd.DataFrame) -> pd.DataFrame:
