@@ -108,19 +108,16 @@ def claims_table(tables: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def job_seconds_by_stage(results: Path, opt_in: bool = False) -> dict[str, float]:
+def job_seconds_by_stage(folder: Path) -> dict[str, float]:
     """Every job's own wall time (Snakemake's benchmark files, ``<folder>/<stage>/<job>.tsv``; the last
     attempt's), summed per stage folder (train, evaluate, warm_start, analysis, ...): what a run from empty costs in
-    core time, also after a partial rerun. The folder is the draw's own copy that `make reproduce` leaves where it
-    finished (`dara.analysis.ledger.draw_benchmarks`; the workflow's ``benchmarks/`` is rewritten by any later job,
+    core time, also after a partial rerun. For a tiny draw the folder is the copy `make reproduce` leaves where it
+    finished (`dara.analysis.ledger.draw_benchmarks`: the workflow's ``benchmarks/`` is rewritten by any later job,
     an analysis redrawn on the same runs among them). The opt-in targets' jobs, which `make reproduce` does not run,
-    are in its ``opt_in/<stage>/`` (workflow/rules/train.smk), read with ``opt_in``: not in the default sum. (A
-    results tree made before that folder existed keeps them in ``train/`` until those jobs run again.)"""
+    are in its ``opt_in/<stage>/`` (workflow/rules/train.smk): not in the folder's own sum. (A results tree made
+    before that folder existed keeps them in ``train/`` until those jobs run again.)"""
     import pandas as pd
 
-    from dara.analysis.ledger import draw_benchmarks
-
-    folder = draw_benchmarks(results) / "opt_in" if opt_in else draw_benchmarks(results)
     stages: dict[str, float] = {}
     for path in sorted(folder.glob("*/*.tsv")):
         stages[path.parent.name] = stages.get(path.parent.name, 0.0) + float(pd.read_csv(path, sep="\t")["s"].iloc[-1])
@@ -137,18 +134,19 @@ def timing_table(results: Path) -> str:
     recorded = (results / "reproduce_seconds.txt").read_text()
     seconds = float(recorded.split()[0])
     from_empty = recorded.strip().endswith("yes")
-    from dara.analysis.ledger import draw_benchmarks
+    from dara.analysis.ledger import draw_benchmarks  # with pandas: only where a snapshot is taken, not for --check
 
     runs = len(list((results / "runs").glob("*/*/G*/seed*/metrics.parquet")))
-    stages = job_seconds_by_stage(results)
+    benchmarks = draw_benchmarks(results)
+    stages = job_seconds_by_stage(benchmarks)
     by_stage = ", ".join(f"{stage} {seconds / 60:.1f}" for stage, seconds in
                          sorted(stages.items(), key=lambda item: -item[1]))
     table = (f"| what | value |\n|---|---|\n| `make reproduce` wall time after set-up, 2 cores | "
              f"{minutes(seconds)} |\n| started from an empty `results/tiny` | "
              f"{'yes' if from_empty else 'no (a partial rerun)'} |\n| training runs | {runs} |\n"
              f"| every job's time, summed | {minutes(sum(stages.values()))} |\n"
-             f"| per stage ({draw_benchmarks(results).name}/ folder), minutes | {by_stage} |\n")
-    opt_in_stages = job_seconds_by_stage(results, opt_in=True)
+             f"| per stage ({benchmarks.name}/ folder), minutes | {by_stage} |\n")
+    opt_in_stages = job_seconds_by_stage(benchmarks / "opt_in")
     if opt_in_stages:
         table += (f"| opt-in targets' jobs (run by target name, not by `make reproduce`), summed | "
                   f"{minutes(sum(opt_in_stages.values()))} |\n")
@@ -180,7 +178,7 @@ def verl_cpu_timing_table(results: Path) -> str:
     peak = max(float(frame["max_rss"].max()) for frame in verl_jobs)
     per_run = [float(frame["s"].iloc[-1]) for frame in verl_jobs]
     # every job's own time: what a run from empty costs, also after a partial rerun (verl jobs run one at a time)
-    job_seconds = sum(job_seconds_by_stage(results).values())
+    job_seconds = sum(job_seconds_by_stage(results / "benchmarks").values())
     return (f"| what | value |\n|---|---|\n| `make verl-cpu` wall time after set-up, 2 cores | "
             f"{minutes(seconds)} |\n| started from an empty `results/verl_cpu` | "
             f"{'yes' if from_empty else 'no (a partial rerun)'} |\n| every job's time, summed | "
