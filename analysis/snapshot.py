@@ -108,22 +108,6 @@ def claims_table(tables: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def job_seconds_by_stage(folder: Path) -> dict[str, float]:
-    """Every job's own wall time (Snakemake's benchmark files, ``<folder>/<stage>/<job>.tsv``; the last
-    attempt's), summed per stage folder (train, evaluate, warm_start, analysis, ...): what a run from empty costs in
-    core time, also after a partial rerun. For a tiny draw the folder is the copy `make reproduce` leaves where it
-    finished (`dara.analysis.ledger.draw_benchmarks`: the workflow's ``benchmarks/`` is rewritten by any later job,
-    an analysis redrawn on the same runs among them). The opt-in targets' jobs, which `make reproduce` does not run,
-    are in its ``opt_in/<stage>/`` (workflow/rules/train.smk): not in the folder's own sum. (A results tree made
-    before that folder existed keeps them in ``train/`` until those jobs run again.)"""
-    import pandas as pd
-
-    stages: dict[str, float] = {}
-    for path in sorted(folder.glob("*/*.tsv")):
-        stages[path.parent.name] = stages.get(path.parent.name, 0.0) + float(pd.read_csv(path, sep="\t")["s"].iloc[-1])
-    return stages
-
-
 def minutes(seconds: float) -> str:
     return f"{int(seconds // 60)} min {int(seconds % 60)} s"
 
@@ -134,7 +118,8 @@ def timing_table(results: Path) -> str:
     recorded = (results / "reproduce_seconds.txt").read_text()
     seconds = float(recorded.split()[0])
     from_empty = recorded.strip().endswith("yes")
-    from dara.analysis.ledger import draw_benchmarks  # with pandas: only where a snapshot is taken, not for --check
+    # with pandas: only where a snapshot is taken, not for --check
+    from dara.analysis.ledger import draw_benchmarks, job_seconds_by_stage
 
     runs = len(list((results / "runs").glob("*/*/G*/seed*/metrics.parquet")))
     benchmarks = draw_benchmarks(results)
@@ -177,6 +162,8 @@ def verl_cpu_timing_table(results: Path) -> str:
         raise SystemExit(f"no verl training benchmarks under {results}/benchmarks/train: run make verl-cpu")
     peak = max(float(frame["max_rss"].max()) for frame in verl_jobs)
     per_run = [float(frame["s"].iloc[-1]) for frame in verl_jobs]
+    from dara.analysis.ledger import job_seconds_by_stage
+
     # every job's own time: what a run from empty costs, also after a partial rerun (verl jobs run one at a time)
     job_seconds = sum(job_seconds_by_stage(results / "benchmarks").values())
     return (f"| what | value |\n|---|---|\n| `make verl-cpu` wall time after set-up, 2 cores | "
