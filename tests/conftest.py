@@ -25,7 +25,7 @@ def smoke_results(tmp_path_factory) -> Path:
     return ROOT / "results" / "smoke"
 
 
-# The longest test (verl's end-to-end run, about 7 minutes) is collected first, so that under pytest-xdist (make test
+# The longest test (verl's end-to-end run, about 4.5 minutes) is collected first, so that under pytest-xdist (make test
 # runs two workers) it overlaps the rest of the suite instead of running alone at its end.
 FIRST_MODULES = ("test_verl_cpu_e2e.py",)
 # Every test that reads the smoke pipeline's results goes to one worker as one group (make test: --dist loadgroup,

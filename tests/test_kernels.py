@@ -102,15 +102,32 @@ def _same(a: dict, b: dict) -> bool:
     return a["weights"] == b["weights"] and a["metrics"].equals(b["metrics"]) and a["rollouts"] == b["rollouts"]
 
 
+class _Trained(dict):
+    """`_train` of (CPU type, pinned, GEMM library), each run the first time a test asks for it."""
+
+    def __init__(self, root: Path):
+        super().__init__()
+        self.root = root
+
+    def __missing__(self, key: tuple[str, bool, str]) -> dict:
+        kind, pinned, matmul = key
+        self[key] = _train(self.root / f"{kind}-{'pinned' if pinned else 'native'}-{matmul}", NATIVE[kind],
+                           pinned=pinned, matmul=matmul)
+        return self[key]
+
+
+# The tests that train (12 processes here, two more on the emulator) run on one pytest-xdist worker: a module
+# fixture is made once per worker, and spread over two workers these processes ran twice (about 150 s each).
+KERNELS_GROUP = "kernels_trained"
+
+
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory) -> dict[tuple[str, bool, str], dict]:
-    """Each emulated CPU type, pinned and not, with each GEMM library."""
-    root = tmp_path_factory.mktemp("kernels")
-    return {(kind, pinned, matmul): _train(root / f"{kind}-{'pinned' if pinned else 'native'}-{matmul}", extra,
-                                           pinned=pinned, matmul=matmul)
-            for kind, extra in NATIVE.items() for pinned in (True, False) for matmul in MATMULS}
+def trained(tmp_path_factory) -> _Trained:
+    """Each emulated CPU type, pinned and not, with each GEMM library (made as the tests ask)."""
+    return _Trained(tmp_path_factory.mktemp("kernels"))
 
 
+@pytest.mark.xdist_group(KERNELS_GROUP)
 @pytest.mark.parametrize("matmul", MATMULS)
 def test_the_pin_gives_the_same_bytes_on_both_cpu_types(trained, matmul):
     first, second = (trained[kind, True, matmul] for kind in NATIVE)
@@ -120,6 +137,7 @@ def test_the_pin_gives_the_same_bytes_on_both_cpu_types(trained, matmul):
     assert first["rollouts"] == second["rollouts"]
 
 
+@pytest.mark.xdist_group(KERNELS_GROUP)
 @pytest.mark.parametrize("matmul", MATMULS)
 def test_without_the_pin_the_same_two_processes_differ(trained, matmul):
     """The comparison above can fail: the CPU types' native kernels round differently, and it shows in the bytes."""
@@ -128,6 +146,7 @@ def test_without_the_pin_the_same_two_processes_differ(trained, matmul):
     assert not _same(first, second)
 
 
+@pytest.mark.xdist_group(KERNELS_GROUP)
 def test_the_two_gemm_libraries_are_two_draws(trained):
     """Under the pin, OpenBLAS and MKL round differently, and so do OpenBLAS's attention and SDPA: a policy's matmul
     and attention are part of its draw."""
@@ -136,6 +155,7 @@ def test_the_two_gemm_libraries_are_two_draws(trained):
     assert len(set(weights)) == len(MATMULS)
 
 
+@pytest.mark.xdist_group(KERNELS_GROUP)
 def test_a_pinned_process_records_the_pinned_dispatch_and_the_cpu(trained):
     for kind in NATIVE:
         for record in (trained[kind, True, "torch"]["machine"], trained[kind, True, "openblas"]["warm_start_machine"]):
@@ -199,12 +219,13 @@ def emulator() -> tuple[str, ...]:
     return EMULATED_INTEL_AVX2
 
 
-@pytest.mark.xdist_group("emulated_cpu")
-def test_an_emulated_intel_avx2_cpu_writes_the_same_bytes_under_the_pin(emulator, tmp_path):
+@pytest.mark.xdist_group(KERNELS_GROUP)
+def test_an_emulated_intel_avx2_cpu_writes_the_same_bytes_under_the_pin(emulator, trained, tmp_path):
     """The policy as the pipeline makes it (OpenBLAS products and attention) through a warm start and two RL steps,
     here and on the emulated Intel AVX2 CPU, both pinned: the same weights, rollouts and metrics. Before the
     optimisers were fused and the estimators' square root made exact, the warm starts differed here."""
-    native = _train(tmp_path / "native", {}, pinned=True, matmul="openblas_attention")
+    # this CPU's pinned run (either type's: the test above shows they are one)
+    native = trained[next(iter(NATIVE)), True, "openblas_attention"]
     emulated = _train(tmp_path / "emulated", {}, pinned=True, matmul="openblas_attention", emulator=emulator)
     # first, that the emulated CPU ran the pinned kernels (an emulator without AVX2 would fall back to others)
     for record in (emulated["machine"], emulated["warm_start_machine"]):
@@ -233,7 +254,7 @@ SQUARE_ROOTS = textwrap.dedent("""
 """)
 
 
-@pytest.mark.xdist_group("emulated_cpu")
+@pytest.mark.xdist_group(KERNELS_GROUP)
 def test_torch_sqrt_depends_on_the_cpu_and_exact_sqrt_does_not(emulator):
     """Why the comparison above can fail: ATen's CPU sqrt (MKL's vector math, pinned branch or not) gives other bytes
     on the emulated CPU, whose approximate reciprocal square root is exact; `exact_sqrt` gives the same. The first
