@@ -119,14 +119,19 @@ def measure(case: Case, repeats: int, inner: int) -> dict:
     return result
 
 
-def render(results: list[dict], repeats: int, inner: int, command: str) -> str:
+def machine_text() -> str:
+    """The CPU and the kernel dispatch this process computes under, as a benchmark's page names them."""
     machine, pinned = cpu(), dispatch()
     variables = " ".join(f"{k}={v}" for k, v in pinned["variables"].items() if v is not None) or "unpinned"
+    return (f"CPU {machine['model_name']}; kernel dispatch {variables} (ATen {pinned.get('aten_cpu_capability')}, "
+            f"OpenBLAS {pinned.get('openblas_core')} kernels, torch {pinned.get('torch')})")
+
+
+def render(results: list[dict], repeats: int, inner: int, command: str) -> str:
     lines = [f"# One layer's attention: SDPA against OpenBLAS's products ({time.strftime('%Y-%m-%d')})", "",
              f"Written by `{command}` (`benchmarks/bench_attention.py`, whose docstring says what is compared). One "
-             f"process, one thread; {repeats} interleaved repetitions, each the best of {inner} calls; CPU "
-             f"{machine['model_name']}; kernel dispatch {variables} (ATen {pinned.get('aten_cpu_capability')}, "
-             f"OpenBLAS {pinned.get('openblas_core')} kernels, torch {pinned.get('torch')}).", "",
+             f"process, one thread; {repeats} interleaved repetitions, each the best of {inner} calls; "
+             f"{machine_text()}.", "",
              "| case | rows x heads (kv) x queries x keys | pass | SDPA (ms) | OpenBLAS (ms) | SDPA / OpenBLAS | "
              "largest output difference |", "|---|---|---|---|---|---|---|"]
     for result in results:

@@ -875,8 +875,8 @@ def profile(run, policy: Path, warm_start: dict[str, Any], *, warmup: int, steps
             "policy_gemms": gemms, **summaries}
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that name the measured run of an experiment and its warm start (`ensure_policy`)."""
     parser.add_argument("--policy", type=Path, default=None,
                         help="warm-start checkpoint (default: the run's, results/tiny/policies/toolcall/warm_start0 "
                              "for the default run; made into a temporary folder when missing)")
@@ -885,6 +885,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--method", default="dara_sym")
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_run_arguments(parser)
     parser.add_argument("--warmup", type=int, default=1, help="RL steps run before the measured ones")
     parser.add_argument("--steps", type=int, default=3, help="RL steps measured per pass")
     parser.add_argument("--sft-warmup", type=int, default=2)
