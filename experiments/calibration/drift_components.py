@@ -1,0 +1,161 @@
+"""Where the drift control's spread comes from, and how precisely one draw reads criterion 3: each draw's control
+runs (and a method's, for contrast) split into the spread between seeds of one warm start and the spread between
+warm starts, and the criterion's reading (the median over warm starts of each warm start's median final minus base,
+as `dara.analysis.criteria` reads it) resampled over both.
+
+    python experiments/calibration/drift_components.py --task math_length \\
+        --draw "1.4e-4, 20be9fc draw=results/tiny" --draw "1e-4, 65c6f32 draw=results/tiny_65c6f32" \\
+        --out docs/calibration/drift-components-math
+
+Reads each tree's held-out evaluations (``eval/<task>/<method>/G<G>/seed<S>/step<N>.json``: the last step and step
+0, the base), the task's held-out correctness metric from ``analysis/config.yaml``. Writes ``drift_components.csv``
+(one row per draw and method), ``runs.csv`` (every run's final minus base), ``drift_components.md`` and
+``command.txt`` into ``--out``.
+
+Why the resampling is written here: the reading is a median over warm starts of per-warm-start medians, a statistic
+`dara.analysis.effect_size`'s two-level bootstrap does not compute (it pools the drawn seeds). Each resample draws
+as many warm starts as the draw has, with replacement, then each drawn warm start's seeds with replacement, and
+takes the reading on them; the share of resamples inside the criterion's bound says how often a draw like this one
+would meet it, were its warm starts and seeds a fair sample of the setting's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dara.analysis.config import load_analysis_config
+from dara.analysis.criteria import CONTROL
+from dara.io import replace_atomically, write_text_atomic
+
+ROOT = Path(__file__).resolve().parents[2]
+RESAMPLES = 20_000
+SEED = 0
+
+
+def run_changes(tree: Path, task: str, method: str, metric: str) -> pd.DataFrame:
+    """Every evaluated run of ``method`` on ``task`` under ``tree``: its warm start, seed, and final minus base of
+    ``metric`` in points (its last evaluated step against its step 0)."""
+    rows = []
+    for seed_dir in sorted((tree / "eval" / task / method).glob("G*/seed*")):
+        steps = sorted(int(path.stem.removeprefix("step")) for path in seed_dir.glob("step*.json"))
+        if 0 not in steps or len(steps) < 2:
+            raise ValueError(f"{seed_dir} lacks step0.json or a later evaluation")
+        base, final = (json.loads((seed_dir / f"step{step}.json").read_text()) for step in (0, steps[-1]))
+        if metric not in final["metrics"] or metric not in base["metrics"]:
+            raise ValueError(f"{seed_dir}: no metric {metric!r} in its evaluations")
+        rows.append({"warm_start": final["warm_start"], "seed": final["seed"], "step": steps[-1],
+                     "change": 100 * (final["metrics"][metric] - base["metrics"][metric])})
+    if not rows:
+        raise ValueError(f"no evaluated {method} runs of {task} under {tree}")
+    return pd.DataFrame(rows)
+
+
+def reading(values_by_warm_start: list[np.ndarray]) -> float:
+    """The criterion's reading: the median over warm starts of each warm start's median."""
+    return float(np.median([np.median(values) for values in values_by_warm_start]))
+
+
+def resampled_readings(values_by_warm_start: list[np.ndarray], resamples: int, seed: int) -> np.ndarray:
+    """`reading` on ``resamples`` two-level resamples (warm starts, then seeds within each drawn warm start)."""
+    generator = np.random.default_rng(seed)
+    count = len(values_by_warm_start)
+    out = np.empty(resamples)
+    for index in range(resamples):
+        drawn = generator.integers(0, count, count)
+        out[index] = reading([generator.choice(values_by_warm_start[w], len(values_by_warm_start[w]))
+                              for w in drawn])
+    return out
+
+
+def components(runs: pd.DataFrame, bound: tuple[float, float], resamples: int, seed: int) -> dict:
+    """The spread of ``runs``' changes within and between warm starts, the reading and its resampled spread."""
+    groups = [group["change"].to_numpy() for _, group in runs.groupby("warm_start")]
+    repeated = [values for values in groups if len(values) > 1]
+    within = float(np.sqrt(np.mean([np.var(values, ddof=1) for values in repeated]))) if repeated else float("nan")
+    medians = float(np.std([np.median(values) for values in groups], ddof=1))
+    # A warm start's mean over k seeds varies by its own part plus the seeds' variance / k (k: the harmonic mean of
+    # the seed counts); the median equals the mean at k <= 2 and is close to it above. Negative estimates read 0.
+    seeds = len(groups) / sum(1 / len(values) for values in groups)
+    between = float(np.sqrt(max(0.0, medians ** 2 - within ** 2 / seeds))) if repeated else float("nan")
+    draws = resampled_readings(groups, resamples, seed)
+    low, high = bound
+    return {"runs": len(runs), "warm_starts": len(groups), "mean": float(runs["change"].mean()),
+            "sd_within_warm_start": within, "sd_of_warm_start_medians": medians, "sd_between_warm_starts": between,
+            "reading": reading(groups), "reading_sd": float(np.std(draws, ddof=1)),
+            "reading_p05": float(np.quantile(draws, 0.05)), "reading_p95": float(np.quantile(draws, 0.95)),
+            "share_within_bound": float(np.mean((draws >= low) & (draws <= high)))}
+
+
+def render(table: pd.DataFrame, task: str, metric: str, bound: tuple[float, float], resamples: int,
+           control: str) -> str:
+    """The page: one row per draw and method; the share inside the bound only for ``control`` (criterion 3 reads
+    the drift control alone)."""
+    lines = [f"# {task}: the drift control's spread, and how precisely one draw reads criterion 3", "",
+             f"Written by `experiments/calibration/drift_components.py` (its docstring says how). Final minus base "
+             f"of held-out `{metric}` in points, each run's last evaluation against its step 0. The reading is "
+             f"criterion 3's (bound [{bound[0]:g}, {bound[1]:g}]): the median over warm starts of each warm start's "
+             f"median; its spread is over {resamples:,} two-level resamples (warm starts, then seeds within them).",
+             "", "| draw | method | runs (warm starts) | mean | SD between seeds of a warm start | SD of the warm "
+             "starts' medians | SD between warm starts, the seeds' share taken out | reading | reading's resampled "
+             "SD | 90 % of resampled readings | resamples within the bound |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in table.itertuples():
+        lines.append(f"| {row.draw} | {row.method} | {row.runs} ({row.warm_starts}) | {row.mean:+.1f} | "
+                     f"{row.sd_within_warm_start:.1f} | {row.sd_of_warm_start_medians:.1f} | "
+                     f"{row.sd_between_warm_starts:.1f} | {row.reading:+.1f} | "
+                     f"{row.reading_sd:.1f} | {row.reading_p05:+.1f} to {row.reading_p95:+.1f} | "
+                     + (f"{100 * row.share_within_bound:.0f} % |" if row.method == control else "- |"))
+    return "\n".join(lines) + "\n"
+
+
+def parse_draw(text: str) -> tuple[str, Path]:
+    label, separator, tree = text.rpartition("=")
+    if not separator or not label or not tree:
+        raise argparse.ArgumentTypeError(f"a draw is LABEL=RESULTS_TREE; got {text!r}")
+    return label, Path(tree)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--task", required=True)
+    parser.add_argument("--draw", type=parse_draw, action="append", required=True, metavar="LABEL=TREE",
+                        help="a results tree and its label (repeat for each draw)")
+    parser.add_argument("--contrast", nargs="*", default=["gdpo"],
+                        help="methods shown beside the drift control (their seeds' spread, for comparison)")
+    parser.add_argument("--scale", default="tiny", help="the experiment whose analysis settings apply")
+    parser.add_argument("--resamples", type=int, default=RESAMPLES)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    if args.resamples < 1:
+        parser.error("--resamples must be at least 1")
+    config = load_analysis_config(ROOT / "analysis" / "config.yaml", args.scale)
+    if args.task not in config["heldout_correctness"]:
+        raise SystemExit(f"analysis/config.yaml names no held-out correctness metric for task {args.task!r}")
+    metric = config["heldout_correctness"][args.task].removeprefix("metrics/")
+    bound = tuple(config["regime_criteria"]["no_drift"]["points"])
+    rows, every_run = [], []
+    for label, tree in args.draw:
+        for method in [CONTROL, *args.contrast]:
+            runs = run_changes(tree, args.task, method, metric)
+            every_run.append(runs.assign(draw=label, method=method))
+            rows.append({"draw": label, "method": method, **components(runs, bound, args.resamples, SEED)})
+    table = pd.DataFrame(rows)
+    args.out.mkdir(parents=True, exist_ok=True)
+    replace_atomically(args.out / "drift_components.csv", lambda path: table.to_csv(path, index=False))
+    runs = pd.concat(every_run)
+    replace_atomically(args.out / "runs.csv", lambda path: runs.to_csv(path, index=False))
+    page = render(table, args.task, metric, bound, args.resamples, control=CONTROL)
+    write_text_atomic(args.out / "drift_components.md", page)
+    write_text_atomic(args.out / "command.txt", shlex.join(["python", *sys.argv]) + "\n")
+    print(page)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""experiments/calibration/drift_components.py on constructed evaluation trees: each run's final minus base, the
+spread within and between warm starts, criterion 3's reading and how often its resamples fall inside the bound."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from script_loader import load_script
+
+drift_components = load_script("experiments/calibration/drift_components.py")
+
+
+def _tree(root, method: str, changes: dict[int, list[float]], *, base: float = 0.5, last_step: int = 80) -> None:
+    """Evaluations of ``method`` on math_length: warm start w's seeds s = w + 5 i with the given changes (points)."""
+    for warm_start, values in changes.items():
+        for index, change in enumerate(values):
+            seed = warm_start + 5 * index
+            folder = root / "eval" / "math_length" / method / "G8" / f"seed{seed}"
+            folder.mkdir(parents=True)
+            for step, accuracy in ((0, base), (10, base + 0.123), (last_step, base + change / 100)):
+                (folder / f"step{step}.json").write_text(json.dumps(
+                    {"warm_start": warm_start, "seed": seed, "step": step, "metrics": {"accuracy": accuracy}}))
+
+
+def test_each_run_is_read_at_its_last_step_against_its_base(tmp_path):
+    _tree(tmp_path, "shuffled", {0: [-6.0, 2.0], 1: [4.0]})
+    runs = drift_components.run_changes(tmp_path, "math_length", "shuffled", "accuracy").sort_values("seed")
+    assert runs["seed"].tolist() == [0, 1, 5] and runs["warm_start"].tolist() == [0, 1, 0]
+    assert runs["step"].tolist() == [80, 80, 80]
+    np.testing.assert_allclose(runs["change"], [-6.0, 4.0, 2.0])
+
+
+def test_a_run_without_its_base_or_metric_is_refused_naming_it(tmp_path):
+    _tree(tmp_path, "shuffled", {0: [1.0]})
+    (tmp_path / "eval/math_length/shuffled/G8/seed0/step0.json").unlink()
+    with pytest.raises(ValueError, match="seed0 lacks step0.json"):
+        drift_components.run_changes(tmp_path, "math_length", "shuffled", "accuracy")
+    with pytest.raises(ValueError, match="no evaluated gdpo runs"):
+        drift_components.run_changes(tmp_path, "math_length", "gdpo", "accuracy")
+
+
+def test_the_reading_is_the_median_of_the_warm_starts_medians_not_of_the_pooled_runs():
+    groups = [np.array([-10.0, -8.0, 30.0]), np.array([1.0]), np.array([2.0, 3.0])]
+    # per warm start: -8, 1, 2.5 -> 1; the pooled median (2.0) would differ
+    assert drift_components.reading(groups) == 1.0
+    assert np.median(np.concatenate(groups)) != 1.0
+
+
+def test_components_split_the_spread_and_resample_the_reading():
+    runs = pd.DataFrame({"warm_start": [0, 0, 1, 1, 2, 2], "change": [-2.0, 2.0, 9.0, 13.0, -1.0, 3.0]})
+    result = drift_components.components(runs, (-5, 5), resamples=2000, seed=0)
+    assert result["runs"] == 6 and result["warm_starts"] == 3 and result["mean"] == pytest.approx(4.0)
+    # each warm start's seeds differ by 4: sample SD 2.83; medians 0, 11, 1
+    assert result["sd_within_warm_start"] == pytest.approx(np.sqrt(8))
+    assert result["sd_of_warm_start_medians"] == pytest.approx(np.std([0, 11, 1], ddof=1))
+    # two seeds a warm start: the medians' variance less half the seeds' variance
+    assert result["sd_between_warm_starts"] == pytest.approx(np.sqrt(np.var([0, 11, 1], ddof=1) - 8 / 2))
+    assert result["reading"] == 1.0
+    assert 0 < result["share_within_bound"] < 1 and result["reading_sd"] > 0
+    assert result["reading_p05"] < result["reading"] < result["reading_p95"]
+
+
+def test_a_draw_without_spread_is_read_exactly_and_inside_or_outside_the_bound_every_time():
+    still = pd.DataFrame({"warm_start": [0, 0, 1, 1], "change": [3.0, 3.0, 3.0, 3.0]})
+    inside = drift_components.components(still, (-5, 5), resamples=200, seed=0)
+    assert inside["reading_sd"] == 0 and inside["share_within_bound"] == 1.0
+    assert inside["sd_between_warm_starts"] == 0.0
+    outside = drift_components.components(still.assign(change=-7.0), (-5, 5), resamples=200, seed=0)
+    assert outside["share_within_bound"] == 0.0
+
+
+def test_the_page_and_tables_are_written_for_every_draw_and_method(tmp_path, monkeypatch):
+    draw = tmp_path / "draw"
+    _tree(draw, "shuffled", {0: [-6.0, 2.0], 1: [4.0, -1.0]})
+    _tree(draw, "gdpo", {0: [30.0, 31.0], 1: [33.0, 32.0]})
+    out = tmp_path / "out"
+    drift_components.main(["--task", "math_length", "--draw", f"a draw=v1={draw}", "--resamples", "100",
+                           "--out", str(out)])
+    table = pd.read_csv(out / "drift_components.csv")
+    assert table["draw"].tolist() == ["a draw=v1", "a draw=v1"]  # the label may hold "="; the tree follows the last
+    assert table["method"].tolist() == ["shuffled", "gdpo"]
+    assert len(pd.read_csv(out / "runs.csv")) == 8
+    page = (out / "drift_components.md").read_text()
+    control, contrast = (line for line in page.splitlines() if line.startswith("| a draw=v1 |"))
+    assert control.endswith(" % |") and contrast.endswith("| - |")
+    assert "bound [-5, 5]" in page
+
+
+def test_a_draw_without_a_tree_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        drift_components.main(["--task", "math_length", "--draw", "no tree", "--out", "unused"])
+    assert "LABEL=RESULTS_TREE" in capsys.readouterr().err
