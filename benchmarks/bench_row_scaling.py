@@ -2,7 +2,7 @@
 
 Run under the kernel pin, as every benchmark:
 ``pin=$(.venv/bin/python -m dara.kernels env) && env $pin .venv/bin/python -m benchmarks.bench_row_scaling
---out docs/results/bench_row_scaling.md`` (a few minutes on one core; it reads
+--repeats 5 --out docs/results/bench_row_scaling.md`` (about a minute on one core; it reads
 ``results/tiny/policies/toolcall/warm_start0`` after ``make reproduce``, or makes that warm start first).
 
 Why: a job trains its seeds one after another, each step a few hundred small calls. Stacking several runs' steps
@@ -28,7 +28,9 @@ a rollout are shown beside it: more rows wait for a longer longest response.
 from __future__ import annotations
 
 import argparse
+import shlex
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -116,7 +118,8 @@ def render(result: dict[int, dict[str, Any]], *, repeats: int, command: str, pol
              f"Policy `{policy}`; {setting}. One process, one thread; {repeats} interleaved repetitions, medians of "
              f"CPU time; {machine_text()}.", "",
              "Gain: the step's rows at 1x over their time at k times the rows in one call (1.00: every cost grows "
-             "with the rows; k: all of it is a call's fixed cost).", "",
+             "with the rows; k: all of it is a call's fixed cost), the median over repetitions of that ratio within "
+             "each; it can differ from the ratio of the columns' medians.", "",
              "| rows per call (x the step's) | sampling (ms) | sampling, per step's rows (ms) | sampling gain | "
              "decoding steps | update forward and backward (ms) | per step's rows (ms) | update gain |",
              "|---|---|---|---|---|---|---|---|"]
@@ -162,7 +165,7 @@ def main(argv: list[str] | None = None) -> None:
                          prompts_per_step=settings.responses_per_step // args.group_size, group_size=args.group_size,
                          max_new_tokens=settings.max_new_tokens, temperature=settings.temperature,
                          multiples=args.multiples, repeats=args.repeats)
-    command = "python -m benchmarks.bench_row_scaling" + (f" --out {args.out}" if args.out else "")
+    command = shlex.join(["python", "-m", "benchmarks.bench_row_scaling", *(sys.argv[1:] if argv is None else argv)])
     shown = args.policy or run.policy_dir
     setting = (f"{run.name}'s settings: {settings.responses_per_step} responses a step in groups of {args.group_size}, "
                f"at most {settings.max_new_tokens} new tokens")
@@ -170,6 +173,7 @@ def main(argv: list[str] | None = None) -> None:
     print(page)
     if args.out:
         write_text_atomic(args.out, page)
+
 
 if __name__ == "__main__":
     main()

@@ -49,6 +49,13 @@ def test_the_reading_is_the_median_of_the_warm_starts_medians_not_of_the_pooled_
     assert np.median(np.concatenate(groups)) != 1.0
 
 
+def test_a_resample_draws_whole_warm_starts_with_their_seeds():
+    groups = [np.array([-10.0, 10.0]), np.array([2.0, 4.0])]  # medians 0 and 3
+    readings = drift_components.resampled_readings(groups, resamples=500, seed=0)
+    # a median over two drawn warm starts: 0, 1.5 or 3; never a value that redrawing seeds would make (-10, 10, ...)
+    assert set(np.unique(readings)) == {0.0, 1.5, 3.0}
+
+
 def test_components_split_the_spread_and_resample_the_reading():
     runs = pd.DataFrame({"warm_start": [0, 0, 1, 1, 2, 2], "change": [-2.0, 2.0, 9.0, 13.0, -1.0, 3.0]})
     result = drift_components.components(runs, (-5, 5), resamples=2000, seed=0)
@@ -87,6 +94,8 @@ def test_the_page_and_tables_are_written_for_every_draw_and_method(tmp_path, mon
     control, contrast = (line for line in page.splitlines() if line.startswith("| a draw=v1 |"))
     assert control.endswith(" % |") and contrast.endswith("| - |")
     assert "bound [-5, 5]" in page
+    command = (out / "command.txt").read_text()
+    assert command.startswith("python experiments/calibration/drift_components.py --task math_length")
 
 
 def test_a_draw_without_a_tree_is_refused(capsys):

@@ -1,6 +1,6 @@
 """verl's real training loop on CPU, end to end: a 5-step DARA-Asym run of the tiny tool-calling task through
 ``python -m dara.verl_backend.launch train`` (dara_sync trainer, reference policy, hf rollout), killed mid-run and
-resumed. Slow (about 4 minutes on 2 cores): each launch starts Ray and verl's workers."""
+resumed. Slow (about 4.5 minutes on 2 cores): each launch starts Ray and verl's workers."""
 
 from __future__ import annotations
 
@@ -43,7 +43,9 @@ def setup(tmp_path_factory):
     return base, two_step_experiment(base)
 
 
-def _launch(base: Path, experiment: Path, steps: int | None = None) -> subprocess.Popen:
+def _launch(base: Path, experiment: Path, output=subprocess.PIPE) -> subprocess.Popen:
+    """The run's job as the workflow starts it, in a session of its own; its output to ``output`` (a pipe: read it
+    with communicate; an attempt that is polled and killed writes to a file instead, which cannot fill up)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
     from dara.experiments import load_experiment
     from dara.runs import find_run_by_dir
@@ -51,7 +53,7 @@ def _launch(base: Path, experiment: Path, steps: int | None = None) -> subproces
     # as the workflow's job runs it: the run resolved (tests/cluster/test_ray_job.py types --run-dir instead)
     run = find_run_by_dir(load_experiment(experiment), RUN_DIR)
     command = [sys.executable, "-m", "dara.verl_backend.launch", "train", "--run", run.to_json()]
-    return subprocess.Popen(command, env=env, cwd=base, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    return subprocess.Popen(command, env=env, cwd=base, stdout=output, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
 
 
@@ -68,16 +70,22 @@ def test_a_killed_run_resumes_from_verls_checkpoint(setup):
     experiment.write_text(yaml.safe_dump(config))
     before = ray_processes()
     run_dir = base / RUN_DIR
-    process = _launch(base, experiment)
+    first_output = base / "attempt1.out"
+    with first_output.open("w") as output:
+        process = _launch(base, experiment, output)
     first_attempt = run_dir / "verl_logs" / "attempt1.jsonl"
     deadline = time.monotonic() + 600
-    while 3 not in _logged_steps(first_attempt):
-        if process.poll() is not None:
-            pytest.fail(f"the run exited ({process.returncode}) before step 3:\n{process.stdout.read()[-6000:]}")
-        assert time.monotonic() < deadline, "the run never reached step 3"
-        time.sleep(0.5)
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
+    try:
+        while 3 not in _logged_steps(first_attempt):
+            if process.poll() is not None:
+                pytest.fail(f"the run exited ({process.returncode}) before step 3:\n"
+                            f"{first_output.read_text()[-6000:]}")
+            assert time.monotonic() < deadline, "the run never reached step 3"
+            time.sleep(0.5)
+    finally:  # killed mid-run as the test means to, or left behind by a failed wait: never left running
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
     assert {1, 2, 3} <= _logged_steps(first_attempt)
     assert not (run_dir / "metrics.parquet").exists(), "a killed run left a metrics file that looks complete"
     subprocess.run([str(Path(sys.executable).with_name("ray")), "stop", "--force"], capture_output=True)

@@ -1,7 +1,7 @@
 """Where the drift control's spread comes from, and how precisely one draw reads criterion 3: each draw's control
 runs (and a method's, for contrast) split into the spread between seeds of one warm start and the spread between
 warm starts, and the criterion's reading (the median over warm starts of each warm start's median final minus base,
-as `dara.analysis.criteria` reads it) resampled over both.
+as `dara.analysis.criteria` reads it) resampled over warm starts.
 
     python experiments/calibration/drift_components.py --task math_length \\
         --draw "1.4e-4, 20be9fc draw=results/tiny" --draw "1e-4, 65c6f32 draw=results/tiny_65c6f32" \\
@@ -13,10 +13,12 @@ Reads each tree's held-out evaluations (``eval/<task>/<method>/G<G>/seed<S>/step
 ``command.txt`` into ``--out``.
 
 Why the resampling is written here: the reading is a median over warm starts of per-warm-start medians, a statistic
-`dara.analysis.effect_size`'s two-level bootstrap does not compute (it pools the drawn seeds). Each resample draws
-as many warm starts as the draw has, with replacement, then each drawn warm start's seeds with replacement, and
-takes the reading on them; the share of resamples inside the criterion's bound says how often a draw like this one
-would meet it, were its warm starts and seeds a fair sample of the setting's.
+`dara.analysis.effect_size`'s bootstrap does not compute (it pools the drawn seeds). Each resample draws as many warm
+starts as the draw has, with replacement, each with its own seeds as they are, and takes the reading on them: the
+warm start is the unit, and its median already carries its seeds' spread (drawing the seeds again inside it would
+count that spread twice). The resamples centre on this draw's reading, not on the setting's true drift, so the share
+inside the criterion's bound says how often a draw would meet it were this draw's warm starts the setting's; with
+five warm starts the resampled spread is lumpy and only a rough guide.
 """
 
 from __future__ import annotations
@@ -63,15 +65,10 @@ def reading(values_by_warm_start: list[np.ndarray]) -> float:
 
 
 def resampled_readings(values_by_warm_start: list[np.ndarray], resamples: int, seed: int) -> np.ndarray:
-    """`reading` on ``resamples`` two-level resamples (warm starts, then seeds within each drawn warm start)."""
-    generator = np.random.default_rng(seed)
-    count = len(values_by_warm_start)
-    out = np.empty(resamples)
-    for index in range(resamples):
-        drawn = generator.integers(0, count, count)
-        out[index] = reading([generator.choice(values_by_warm_start[w], len(values_by_warm_start[w]))
-                              for w in drawn])
-    return out
+    """`reading` on ``resamples`` resamples of the warm starts (with replacement, each with its seeds)."""
+    medians = np.array([np.median(values) for values in values_by_warm_start])
+    drawn = np.random.default_rng(seed).integers(0, len(medians), (resamples, len(medians)))
+    return np.median(medians[drawn], axis=1)
 
 
 def components(runs: pd.DataFrame, bound: tuple[float, float], resamples: int, seed: int) -> dict:
@@ -101,7 +98,8 @@ def render(table: pd.DataFrame, task: str, metric: str, bound: tuple[float, floa
              f"Written by `experiments/calibration/drift_components.py` (its docstring says how). Final minus base "
              f"of held-out `{metric}` in points, each run's last evaluation against its step 0. The reading is "
              f"criterion 3's (bound [{bound[0]:g}, {bound[1]:g}]): the median over warm starts of each warm start's "
-             f"median; its spread is over {resamples:,} two-level resamples (warm starts, then seeds within them).",
+             f"median; its spread is over {resamples:,} resamples of the warm starts (each with its seeds), centred on "
+             f"the draw's own reading.",
              "", "| draw | method | runs (warm starts) | mean | SD between seeds of a warm start | SD of the warm "
              "starts' medians | SD between warm starts, the seeds' share taken out | reading | reading's resampled "
              "SD | 90 % of resampled readings | resamples within the bound |",
@@ -153,7 +151,9 @@ def main(argv=None) -> None:
     replace_atomically(args.out / "runs.csv", lambda path: runs.to_csv(path, index=False))
     page = render(table, args.task, metric, bound, args.resamples, control=CONTROL)
     write_text_atomic(args.out / "drift_components.md", page)
-    write_text_atomic(args.out / "command.txt", shlex.join(["python", *sys.argv]) + "\n")
+    arguments = sys.argv[1:] if argv is None else argv
+    write_text_atomic(args.out / "command.txt",
+                      shlex.join(["python", "experiments/calibration/drift_components.py", *arguments]) + "\n")
     print(page)
 
 
