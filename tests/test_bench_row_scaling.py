@@ -8,10 +8,9 @@ from benchmarks import bench_row_scaling as rs
 from dara.tasks import get_task
 from dara.tiny.policy import load_policy, rollout, token_logprobs
 from dara.tiny.warmstart import warm_start
-from experiment_defaults import default_warm_start
+from experiment_defaults import small_warm_start
 
 ACT_OPTIONS = {"tag_rate": 0.5}
-TOY_MODEL = {"hidden_size": 32, "layers": 1, "heads": 2, "kv_heads": 1, "intermediate_size": 64, "max_positions": 256}
 
 
 @pytest.fixture(scope="module")
@@ -19,9 +18,8 @@ def toy_policy(tmp_path_factory):
     """A small act_critic policy, briefly trained (its rows' lengths vary, so padding is exercised)."""
     torch.set_num_threads(1)
     policy = tmp_path_factory.mktemp("policy") / "act_critic"
-    warm_start("act_critic", ACT_OPTIONS, policy, **{**default_warm_start(), **dict(
-        vocab_size=400, corpus_items=200, sft_steps=20, sft_learning_rate=0.01, sft_batch_size=8, probe_prompts=2,
-        probe_group_size=2, max_new_tokens=12, model=TOY_MODEL)})
+    warm_start("act_critic", ACT_OPTIONS, policy, **small_warm_start(sft_steps=20, sft_batch_size=8, probe_prompts=2,
+                                                                     probe_group_size=2, max_new_tokens=12))
     return load_policy(policy)
 
 

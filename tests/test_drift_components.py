@@ -22,12 +22,13 @@ def _tree(root, method: str, changes: dict[int, list[float]], *, base: float = 0
             folder.mkdir(parents=True)
             for step, accuracy in ((0, base), (10, base + 0.123), (last_step, base + change / 100)):
                 (folder / f"step{step}.json").write_text(json.dumps(
-                    {"warm_start": warm_start, "seed": seed, "step": step, "metrics": {"accuracy": accuracy}}))
+                    {"task": "math_length", "method": method, "group_size": 8, "seed": seed, "warm_start": warm_start,
+                     "step": step, "metrics": {"accuracy": accuracy}}))
 
 
 def test_each_run_is_read_at_its_last_step_against_its_base(tmp_path):
     _tree(tmp_path, "shuffled", {0: [-6.0, 2.0], 1: [4.0]})
-    runs = drift_components.run_changes(tmp_path, "math_length", "shuffled", "accuracy").sort_values("seed")
+    runs = drift_components.run_changes(tmp_path, "math_length", "shuffled", "metrics/accuracy").sort_values("seed")
     assert runs["seed"].tolist() == [0, 1, 5] and runs["warm_start"].tolist() == [0, 1, 0]
     assert runs["step"].tolist() == [80, 80, 80]
     np.testing.assert_allclose(runs["change"], [-6.0, 4.0, 2.0])
@@ -36,10 +37,12 @@ def test_each_run_is_read_at_its_last_step_against_its_base(tmp_path):
 def test_a_run_without_its_base_or_metric_is_refused_naming_it(tmp_path):
     _tree(tmp_path, "shuffled", {0: [1.0]})
     (tmp_path / "eval/math_length/shuffled/G8/seed0/step0.json").unlink()
-    with pytest.raises(ValueError, match="seed0 lacks step0.json"):
-        drift_components.run_changes(tmp_path, "math_length", "shuffled", "accuracy")
+    with pytest.raises(ValueError, match=r"without both a step-0 and a later evaluation.*'shuffled', 8, 0\)"):
+        drift_components.run_changes(tmp_path, "math_length", "shuffled", "metrics/accuracy")
     with pytest.raises(ValueError, match="no evaluated gdpo runs"):
-        drift_components.run_changes(tmp_path, "math_length", "gdpo", "accuracy")
+        drift_components.run_changes(tmp_path, "math_length", "gdpo", "metrics/accuracy")
+    with pytest.raises(ValueError, match="no 'metrics/correct'"):
+        drift_components.run_changes(tmp_path, "math_length", "shuffled", "metrics/correct")
 
 
 def test_the_reading_is_the_median_of_the_warm_starts_medians_not_of_the_pooled_runs():

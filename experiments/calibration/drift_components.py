@@ -24,7 +24,6 @@ five warm starts the resampled spread is lumpy and only a rough guide.
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 from pathlib import Path
@@ -34,6 +33,8 @@ import pandas as pd
 
 from dara.analysis.config import load_analysis_config
 from dara.analysis.criteria import CONTROL
+from dara.analysis.run_tables import RUN_KEYS, WARM_START, load_evaluations
+from dara.analysis.tables import final_checkpoint
 from dara.io import replace_atomically, write_text_atomic
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,21 +43,23 @@ SEED = 0
 
 
 def run_changes(tree: Path, task: str, method: str, metric: str) -> pd.DataFrame:
-    """Every evaluated run of ``method`` on ``task`` under ``tree``: its warm start, seed, and final minus base of
-    ``metric`` in points (its last evaluated step against its step 0)."""
-    rows = []
-    for seed_dir in sorted((tree / "eval" / task / method).glob("G*/seed*")):
-        steps = sorted(int(path.stem.removeprefix("step")) for path in seed_dir.glob("step*.json"))
-        if 0 not in steps or len(steps) < 2:
-            raise ValueError(f"{seed_dir} lacks step0.json or a later evaluation")
-        base, final = (json.loads((seed_dir / f"step{step}.json").read_text()) for step in (0, steps[-1]))
-        if metric not in final["metrics"] or metric not in base["metrics"]:
-            raise ValueError(f"{seed_dir}: no metric {metric!r} in its evaluations")
-        rows.append({"warm_start": final["warm_start"], "seed": final["seed"], "step": steps[-1],
-                     "change": 100 * (final["metrics"][metric] - base["metrics"][metric])})
-    if not rows:
+    """Every evaluated run of ``method`` on ``task`` under ``tree``: its warm start, seed, last step, and final minus
+    base of ``metric`` (an evaluation column, e.g. ``metrics/accuracy``) in points, its last evaluated step against
+    its step 0. The files are read as the analysis reads them (`load_evaluations`, checked against their folders)."""
+    paths = sorted((tree / "eval" / task / method).glob("G*/seed*/step*.json"))
+    if not paths:
         raise ValueError(f"no evaluated {method} runs of {task} under {tree}")
-    return pd.DataFrame(rows)
+    evaluations = load_evaluations(paths)
+    if metric not in evaluations:
+        raise ValueError(f"no {metric!r} in the evaluations of {method} on {task} under {tree}")
+    final = final_checkpoint(evaluations).set_index(list(RUN_KEYS))
+    base = evaluations[evaluations["step"] == 0].set_index(list(RUN_KEYS))[metric]
+    unpaired = [key for key, step in final["step"].items() if step == 0 or key not in base.index]
+    if unpaired:
+        raise ValueError(f"runs without both a step-0 and a later evaluation under {tree}: {unpaired}")
+    return pd.DataFrame({"warm_start": final[WARM_START].astype(int), "step": final["step"],
+                         "change": 100 * (final[metric] - base.loc[final.index])}).reset_index()[
+        ["warm_start", "seed", "step", "change"]]
 
 
 def reading(values_by_warm_start: list[np.ndarray]) -> float:
@@ -136,7 +139,7 @@ def main(argv=None) -> None:
     config = load_analysis_config(ROOT / "analysis" / "config.yaml", args.scale)
     if args.task not in config["heldout_correctness"]:
         raise SystemExit(f"analysis/config.yaml names no held-out correctness metric for task {args.task!r}")
-    metric = config["heldout_correctness"][args.task].removeprefix("metrics/")
+    metric = config["heldout_correctness"][args.task]
     bound = tuple(config["regime_criteria"]["no_drift"]["points"])
     rows, every_run = [], []
     for label, tree in args.draw:
@@ -149,7 +152,7 @@ def main(argv=None) -> None:
     replace_atomically(args.out / "drift_components.csv", lambda path: table.to_csv(path, index=False))
     runs = pd.concat(every_run)
     replace_atomically(args.out / "runs.csv", lambda path: runs.to_csv(path, index=False))
-    page = render(table, args.task, metric, bound, args.resamples, control=CONTROL)
+    page = render(table, args.task, metric.removeprefix("metrics/"), bound, args.resamples, control=CONTROL)
     write_text_atomic(args.out / "drift_components.md", page)
     arguments = sys.argv[1:] if argv is None else argv
     write_text_atomic(args.out / "command.txt",
