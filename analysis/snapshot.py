@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from dara.io import replace_atomically, write_text_atomic
-from dara.provenance import read_revision, without_report_revision
+from dara.provenance import read_revision_record, without_report_revision
 
 ROOT = Path(__file__).resolve().parents[1]
 FIGURES = ("survival", "fig3", "dynamics_toolcall", "dynamics_math_length", "fig5")
@@ -155,7 +155,9 @@ def verl_cpu_timing_table(results: Path) -> str:
     # trainer's under tiny/runs/
     verl_runs = len(list((results / "runs").glob("*-*/*/G*/seed*/metrics.parquet")))
     tiny_runs = len(list((results / "tiny" / "runs").glob("*/*/G*/seed*/metrics.parquet")))
-    revisions = sorted({read_revision(path.parent) for path in results.glob("**/runs/*/*/G*/seed*/git_revision.txt")})
+    # each run's code: its short revision, "+edits" where its checkout carried uncommitted edits
+    records = [read_revision_record(path.parent) for path in results.glob("**/runs/*/*/G*/seed*/git_revision.txt")]
+    revisions = sorted({record["revision"][:10] + ("+edits" if record["dirty"] else "") for record in records})
     # verl jobs are one run each (<job>_seed<S>.tsv); the tiny trainer's are seed groups (<task>_<method>_G<G>.tsv)
     verl_jobs = [pd.read_csv(path, sep="\t") for path in sorted((results / "benchmarks" / "train").glob("*_seed*.tsv"))]
     if not verl_jobs:
@@ -172,7 +174,7 @@ def verl_cpu_timing_table(results: Path) -> str:
             f"{minutes(job_seconds)} |\n| verl runs / tiny-trainer runs | "
             f"{verl_runs} / {tiny_runs} |\n| one verl run (Ray start-up included), min-max | "
             f"{min(per_run):.0f}-{max(per_run):.0f} s |\n| peak memory of a verl training job (max RSS) | "
-            f"{peak / 1024:.1f} GB |\n| code revision of the runs | {', '.join(r[:10] for r in revisions)} |\n")
+            f"{peak / 1024:.1f} GB |\n| code revision of the runs | {', '.join(revisions)} |\n")
 
 
 def take_verl_cpu_snapshot(results: Path, out: Path) -> None:

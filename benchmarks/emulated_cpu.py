@@ -105,18 +105,14 @@ def _run_emulated(command: list[str], cpu: str, log: Path, cwd: Path | None = No
 def _emulated_code(revision: str, dirty: bool, what: str, allowed: bool, code: tuple[str, ...] = ("src",)
                    ) -> tuple[str, list[str]]:
     """The code an emulated job ran (its own record: a job can be reused from an earlier call, made by other code
-    than this checkout's), refused where its ``code`` differs from this checkout's, or carried uncommitted edits
-    (which no record names), unless ``allowed``: its short name for the page, and the files that differ."""
+    than this checkout's), held to `_refuse_other_code`'s rule: its short name for the page, and the files that
+    differ."""
     try:
-        changed = _refuse_other_code(revision, what, allowed, code)
+        changed = _refuse_other_code(revision, what, allowed, code, dirty)
     except RuntimeError as error:
         raise RuntimeError(f"an emulated job reused from an earlier call: {error}; delete it from --work to rerun it "
                            "with this checkout's code") from None
-    if dirty and not allowed:
-        raise RuntimeError(f"{what} was emulated by code with uncommitted edits, which no record names: delete it "
-                           "from --work to rerun it, or pass --allow-other-code where the edits cannot touch the "
-                           "bytes")
-    return revision[:7] + ("+edits" if dirty else ""), changed
+    return _code_name(revision, dirty), changed
 
 
 def emulator_version() -> str:
@@ -186,9 +182,11 @@ def _checked_dispatch(record: dict, where: Path) -> str:
     return ran
 
 
-def _refuse_other_code(revision: str, what: str, allowed: bool = False, code: tuple[str, ...] = ("src",)) -> list[str]:
-    """Refuse a draw made by code other than this checkout's under ``code`` (src/; the analysis adds its scripts):
-    its bytes would differ for that alone, unless ``allowed``; returns the files that differ (for the page)."""
+def _refuse_other_code(revision: str, what: str, allowed: bool = False, code: tuple[str, ...] = ("src",),
+                       dirty: bool | None = False) -> list[str]:
+    """Refuse a job's output made by code other than this checkout's under ``code`` (src/; the analysis adds its
+    scripts), or by a checkout with uncommitted edits (``dirty``: which edits, no record names): its bytes could
+    differ for that alone, unless ``allowed``; returns the files that differ (for the page)."""
     if not revision or revision == "unknown":
         raise RuntimeError(f"{what} records no code revision: cannot tell whether this checkout's code made it")
     diff = subprocess.run(["git", "diff", "--name-only", revision, "HEAD", "--", *code], capture_output=True,
@@ -200,7 +198,16 @@ def _refuse_other_code(revision: str, what: str, allowed: bool = False, code: tu
         raise RuntimeError(f"{what} was made at {revision[:7]}, whose {'/, '.join(code)}/ differs from this checkout's "
                            f"({', '.join(changed)}): rerun make reproduce at this revision, check out that one, or "
                            "pass --allow-other-code where the changes cannot touch the bytes (the page lists them)")
+    if dirty is not False and not allowed:
+        state = "with uncommitted edits, which no record names" if dirty else "without saying whether it had edits"
+        raise RuntimeError(f"{what} was made at {revision[:7]} {state}: rerun make reproduce from a clean checkout, "
+                           "or pass --allow-other-code where the edits cannot touch the bytes")
     return changed
+
+
+def _code_name(revision: str, dirty: bool | None) -> str:
+    """A job's code for the page: the short revision, "+edits" where its checkout carried uncommitted edits."""
+    return revision[:7] + ("+edits" if dirty else "")
 
 
 def check_warm_start(experiment: str, results: Path, task: str, index: int, work: Path, cpu: str,
@@ -209,8 +216,9 @@ def check_warm_start(experiment: str, results: Path, task: str, index: int, work
     drawn = results / "policies" / task / f"warm_start{index}"
     if not (drawn / "warmstart.json").exists():
         raise FileNotFoundError(f"{drawn} is not a finished warm start (run make reproduce first)")
-    revision = json.loads((drawn / "warmstart.json").read_text()).get("git_revision", {}).get("revision", "")
-    changed = _refuse_other_code(revision, str(drawn), allow_other_code)
+    made = json.loads((drawn / "warmstart.json").read_text()).get("git_revision", {})
+    changed = _refuse_other_code(made.get("revision", ""), str(drawn), allow_other_code, dirty=made.get("dirty"))
+    draw_at = _code_name(made["revision"], made.get("dirty"))
     out = work / "policies" / task / f"warm_start{index}"
     # an emulated warm start takes hours: one finished in an earlier call with this --work is reused (warmstart.json
     # is written last, atomically), with its record
@@ -227,7 +235,7 @@ def check_warm_start(experiment: str, results: Path, task: str, index: int, work
     emulated_at, emulated_changed = _emulated_code(record["git_revision"]["revision"], record["git_revision"]["dirty"],
                                                    str(out), allow_other_code)
     return [{"job": f"warm start {task}/{index}", "file": name, "draw": _sha256(drawn / name),
-             "emulated": _sha256(out / name), **job, "ran": ran, "draw_revision": revision,
+             "emulated": _sha256(out / name), **job, "ran": ran, "draw_at": draw_at,
              "changed": sorted({*changed, *emulated_changed}), "emulated_at": emulated_at}
             for name in ("model.safetensors", "tokenizer.json")]
 
@@ -245,8 +253,9 @@ def check_run(experiment: dict, run_dir: str, work: Path, cpu: str, allow_other_
     drawn_dir = Path(drawn.run_dir)
     if not (drawn_dir / "metrics.parquet").exists():
         raise FileNotFoundError(f"{drawn_dir} has no metrics.parquet (run make reproduce first)")
-    revision = read_revision(drawn_dir)
-    changed = _refuse_other_code(revision, str(drawn_dir), allow_other_code)
+    made = read_revision_record(drawn_dir)
+    changed = _refuse_other_code(made["revision"], str(drawn_dir), allow_other_code, dirty=made["dirty"])
+    draw_at = _code_name(made["revision"], made["dirty"])
     rerun = dataclasses.replace(drawn, results=str(work / "results"))
     rerun_dir = Path(rerun.run_dir)
     timing = work / f"{drawn.name}.seconds.json"
@@ -268,7 +277,7 @@ def check_run(experiment: dict, run_dir: str, work: Path, cpu: str, allow_other_
                 ("rollouts.parquet", _sha256(drawn_dir / "rollouts.parquet"), _sha256(rerun_dir / "rollouts.parquet")),
                 (weights, _sha256(drawn_dir / weights), _sha256(rerun_dir / weights))]
     return [{"job": f"run {drawn.name}", "file": name, "draw": draw, "emulated": emulated, **job, "ran": ran,
-             "draw_revision": revision, "changed": changed, "emulated_at": emulated_at}
+             "draw_at": draw_at, "changed": changed, "emulated_at": emulated_at}
             for name, draw, emulated in compared]
 
 
@@ -292,8 +301,10 @@ def check_evaluation(experiment: dict, run_dir: str, work: Path, cpu: str,
     if missing:
         raise FileNotFoundError(f"the draw has no evaluation {', '.join(missing)} (run make reproduce first)")
     # the last step's file: step 0's is a copy of the warm start's evaluation, made by that job
-    revision = json.loads(drawn_files[-1].read_text()).get("code_revision", {}).get("revision", "")
-    changed = _refuse_other_code(revision, str(drawn_files[-1]), allow_other_code)
+    made = json.loads(drawn_files[-1].read_text()).get("code_revision", {})
+    changed = _refuse_other_code(made.get("revision", ""), str(drawn_files[-1]), allow_other_code,
+                                 dirty=made.get("dirty"))
+    draw_at = _code_name(made["revision"], made.get("dirty"))
     # the draw's run folder where the rerun's results tree expects it: the evaluation reads its checkpoints there
     # and writes its files beside them, into the work folder
     rerun = dataclasses.replace(drawn, results=str(work / "evaluation"))
@@ -322,7 +333,7 @@ def check_evaluation(experiment: dict, run_dir: str, work: Path, cpu: str,
                                                        allow_other_code)
         rows.append({"job": f"evaluation {drawn.name}", "file": f"eval/.../{drawn_file.name}",
                      "draw": _evaluation_digest(drawn_file), "emulated": _evaluation_digest(rerun_file),
-                     **job, "ran": ran, "draw_revision": revision,
+                     **job, "ran": ran, "draw_at": draw_at,
                      "changed": sorted({*changed, *emulated_changed}), "emulated_at": emulated_at})
     return rows
 
@@ -388,8 +399,9 @@ def check_analysis(experiment: str, results: Path, work: Path, cpu: str, allow_o
     report = REPOSITORY / relative / "REPORT.md"
     if not report.exists():
         raise FileNotFoundError(f"{report} is missing (run make reproduce first)")
-    revision, _ = _report_revision(report)
-    changed = _refuse_other_code(revision, str(report), allow_other_code, code=("src", "analysis"))
+    revision, dirty = _report_revision(report)
+    changed = _refuse_other_code(revision, str(report), allow_other_code, code=("src", "analysis"), dirty=dirty)
+    draw_at = _code_name(revision, dirty)
     out = work / "analysis"
     # what the emulated analysis dispatched to: one emulated interpreter's record (the scripts record none)
     record = work / "analysis_machine.json"
@@ -432,7 +444,7 @@ def check_analysis(experiment: str, results: Path, work: Path, cpu: str, allow_o
                      "emulated": _sha256(emulated) if emulated.exists() else "not written"})
     rows.append({"job": "analysis", "file": "REPORT.md (but its code revision)", "draw": _report_digest(report),
                  "emulated": _report_digest(out / "REPORT.md")})
-    return [{**row, **job, "ran": ran, "draw_revision": revision, "changed": changed,
+    return [{**row, **job, "ran": ran, "draw_at": draw_at, "changed": changed,
              "emulated_at": emulated_at} for row in rows]
 
 
@@ -445,7 +457,7 @@ def _short_version(version: str) -> str:
 def render(rows: list[dict], cpu: str, command: str) -> str:
     """The Markdown page: what ran, each file's two hashes, and the verdict."""
     here = git_revision()
-    draw_revisions = sorted({row["draw_revision"][:7] for row in rows if row.get("draw_revision")}) or ["unknown"]
+    draw_revisions = sorted({row["draw_at"] for row in rows if row.get("draw_at")}) or ["unknown"]
     emulated_revisions = sorted({row["emulated_at"] for row in rows if row.get("emulated_at")}) or ["unknown"]
     changed = sorted({name for row in rows for name in row.get("changed", ())})
     code = ("all of them this checkout's code" if not changed else

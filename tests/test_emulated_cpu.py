@@ -131,6 +131,13 @@ def test_a_draw_made_by_other_code_is_refused():
     assert emulated_cpu._refuse_other_code("HEAD", "results/tiny/runs/x") == []  # this checkout's own code passes
     # allowed, the differing files come back for the page
     assert "src/dara/tiny/trainer.py" in emulated_cpu._refuse_other_code("de659b2", "x", allowed=True)
+    # this checkout's revision with uncommitted edits (or no word on them) is other code too
+    with pytest.raises(RuntimeError, match="made at HEAD with uncommitted edits, which no record names"):
+        emulated_cpu._refuse_other_code("HEAD", "results/tiny/runs/x", dirty=True)
+    with pytest.raises(RuntimeError, match="without saying whether it had edits"):
+        emulated_cpu._refuse_other_code("HEAD", "results/tiny/runs/x", dirty=None)
+    assert emulated_cpu._refuse_other_code("HEAD", "x", allowed=True, dirty=True) == []
+    assert emulated_cpu._code_name("0123456789abcdef", True) == "0123456+edits"
     # an emulated job reused from an earlier call is held to the same rule, by its own record
     with pytest.raises(RuntimeError, match="reused from an earlier call: work/runs/x was made at de659b2"):
         emulated_cpu._emulated_code("de659b2", False, "work/runs/x", allowed=False)

@@ -8,10 +8,10 @@ import pytest
 from script_loader import load_script
 
 
-def _run(folder: Path, revision: str) -> None:
+def _run(folder: Path, revision: str, dirty: str = "false") -> None:
     folder.mkdir(parents=True)
     (folder / "metrics.parquet").write_bytes(b"")
-    (folder / "git_revision.txt").write_text(f"revision: {revision}\ndirty: false\n")
+    (folder / "git_revision.txt").write_text(f"revision: {revision}\ndirty: {dirty}\n")
 
 
 def _benchmark(path: Path, seconds: float, max_rss: float) -> None:
@@ -26,6 +26,7 @@ def test_the_verl_cpu_table_counts_runs_per_backend_job_time_memory_and_revision
         _run(results / "runs" / "toolcall" / method / "G4" / "seed0", "a" * 40)  # the analysis's view of it
         _run(results / "tiny" / "runs" / "toolcall" / method / "G4" / "seed0", "a" * 40)
     _run(results / "tiny" / "runs" / "math_length" / "grpo" / "G4" / "seed0", "a" * 40)
+    _run(results / "tiny" / "runs" / "math_length" / "gdpo" / "G4" / "seed0", "a" * 40, dirty="true")
     _benchmark(results / "benchmarks" / "train" / "toolcall_grpo_G4_seed0.tsv", 200.0, 6144.0)
     _benchmark(results / "benchmarks" / "train" / "toolcall_dara_asym_G4_seed0.tsv", 240.0, 5120.0)
     _benchmark(results / "benchmarks" / "train" / "toolcall_grpo_G4.tsv", 30.0, 900.0)  # a tiny-trainer seed group
@@ -37,10 +38,11 @@ def test_the_verl_cpu_table_counts_runs_per_backend_job_time_memory_and_revision
     assert "| 30 min 30 s |" in table
     assert "| started from an empty `results/verl_cpu` | yes |" in table
     assert "| every job's time, summed | 9 min 20 s |" in table  # 200 + 240 + 30 + 90 s
-    assert "| verl runs / tiny-trainer runs | 2 / 3 |" in table
+    assert "| verl runs / tiny-trainer runs | 2 / 4 |" in table
     assert "| 200-240 s |" in table  # verl jobs only (<job>_seed<S>.tsv)
     assert "| 6.0 GB |" in table
-    assert f"| code revision of the runs | {'a' * 10} |" in table
+    # the same revision with uncommitted edits is other code, and says so
+    assert f"| code revision of the runs | {'a' * 10}, {'a' * 10}+edits |" in table
 
 
 def test_the_tiny_table_sums_every_jobs_time_per_stage(tmp_path):

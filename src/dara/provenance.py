@@ -66,12 +66,8 @@ def without_report_revision(text: str) -> str:
 
 
 def read_revision(run_dir: str | Path) -> str:
-    """The revision a run's ``git_revision.txt`` names (`revision_text`'s first line)."""
-    path = Path(run_dir) / "git_revision.txt"
-    first = path.read_text().split("\n", 1)[0]
-    if not first.startswith("revision: "):
-        raise ValueError(f"{path} does not start with a 'revision: <sha>' line")
-    return first.removeprefix("revision: ")
+    """The revision a run's ``git_revision.txt`` names (`read_revision_record`'s, which checks both lines)."""
+    return read_revision_record(run_dir)["revision"]
 
 
 def read_machine(run_dir: str | Path) -> dict[str, Any]:
