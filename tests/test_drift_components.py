@@ -13,8 +13,10 @@ from script_loader import load_script
 drift_components = load_script("experiments/calibration/drift_components.py")
 
 
-def _tree(root, method: str, changes: dict[int, list[float]], *, base: float = 0.5, last_step: int = 80) -> None:
-    """Evaluations of ``method`` on math_length: warm start w's seeds s = w + 5 i with the given changes (points)."""
+def _tree(root, method: str, changes: dict[int, list[float]], *, base: float = 0.5, last_step: int = 80,
+          policies: str = "policy") -> None:
+    """Evaluations of ``method`` on math_length: warm start w's seeds s = w + 5 i with the given changes (points) at
+    the last step, 12.3 at step 10; warm start w's policy is ``policies`` + w (its step-0 checkpoint's hash)."""
     for warm_start, values in changes.items():
         for index, change in enumerate(values):
             seed = warm_start + 5 * index
@@ -23,7 +25,7 @@ def _tree(root, method: str, changes: dict[int, list[float]], *, base: float = 0
             for step, accuracy in ((0, base), (10, base + 0.123), (last_step, base + change / 100)):
                 (folder / f"step{step}.json").write_text(json.dumps(
                     {"task": "math_length", "method": method, "group_size": 8, "seed": seed, "warm_start": warm_start,
-                     "step": step, "metrics": {"accuracy": accuracy}}))
+                     "step": step, "metrics": {"accuracy": accuracy}, "checkpoint_sha256": f"{policies}{warm_start}"}))
 
 
 def test_each_run_is_read_at_its_last_step_against_its_base(tmp_path):
@@ -94,9 +96,15 @@ def test_the_page_and_tables_are_written_for_every_draw_and_method(tmp_path, mon
     assert table["method"].tolist() == ["shuffled", "gdpo"]
     assert len(pd.read_csv(out / "runs.csv")) == 8
     page = (out / "drift_components.md").read_text()
-    control, contrast = (line for line in page.splitlines() if line.startswith("| a draw=v1 |"))
+    components_section, by_step_section = page.split("## The drift by step")
+    control, contrast = (line for line in components_section.splitlines() if line.startswith("| a draw=v1 |"))
     assert control.endswith(" % |") and contrast.endswith("| - |")
     assert "bound [-5, 5]" in page
+    # the by-step section: a row per draw and method, one pooled over draws for the control, and the rule's verdict
+    rows = [line for line in by_step_section.splitlines() if line.startswith("| a draw=v1 |")]
+    assert len(rows) == 2 and "| every draw pooled | shuffled |" in by_step_section
+    assert "Verdict (shuffled, every draw pooled): no verdict" in by_step_section  # last step's mean -0.25
+    assert len(pd.read_csv(out / "drift_by_step.csv")) == 4  # 2 methods x steps 10 and 80
     command = (out / "command.txt").read_text()
     assert command.startswith("python experiments/calibration/drift_components.py --task math_length")
 
@@ -105,3 +113,43 @@ def test_a_draw_without_a_tree_is_refused(capsys):
     with pytest.raises(SystemExit):
         drift_components.main(["--task", "math_length", "--draw", "no tree", "--out", "unused"])
     assert "LABEL=RESULTS_TREE" in capsys.readouterr().err
+
+
+def test_every_evaluated_step_is_read_against_the_base_and_the_last_marked(tmp_path):
+    _tree(tmp_path, "shuffled", {0: [-6.0, 2.0], 1: [4.0]})
+    changes = drift_components.step_changes(tmp_path, "math_length", "shuffled", "metrics/accuracy")
+    assert changes["step"].tolist() == [10, 80, 10, 80, 10, 80]  # seeds 0, 1, 5
+    assert changes["last"].tolist() == [False, True] * 3
+    np.testing.assert_allclose(changes["change"], [12.3, -6.0, 12.3, 4.0, 12.3, 2.0])
+    assert changes["base_policy"].tolist() == ["policy0"] * 2 + ["policy1"] * 2 + ["policy0"] * 2
+
+
+def test_the_drift_by_step_takes_its_error_over_warm_starts_not_runs():
+    changes = pd.DataFrame({"warm_start": [0, 0, 1], "step": [80, 80, 80], "change": [-10.0, 0.0, 4.0]})
+    by_step = drift_components.drift_by_step(changes)
+    assert by_step["runs"].tolist() == [3] and by_step["mean"].tolist() == [pytest.approx(-2.0)]
+    # warm-start means -5 and 4: SD 6.36, over sqrt(2) warm starts (over the three runs it would be 4.16)
+    assert by_step["se_over_warm_starts"].tolist() == [pytest.approx(np.std([-5.0, 4.0], ddof=1) / np.sqrt(2))]
+
+
+@pytest.mark.parametrize("middle, verdict", [(-2.0, "grows with the updates"), (-7.0, "comes early"),
+                                             (-6.0, "undecided"), (-5.0, "grows with the updates")])
+def test_the_step_rule_compares_the_middle_with_the_last(middle, verdict):
+    by_step = pd.DataFrame({"step": [20, 40, 60, 80], "mean": [-1.0, middle, -6.0, -10.0],
+                            "se_over_warm_starts": [1.0, 1.0, 1.0, 2.0]})
+    assert drift_components.step_verdict(by_step).startswith(verdict)
+    # where the last step is within two standard errors of 0, no verdict, whatever the middle
+    assert drift_components.step_verdict(by_step.assign(se_over_warm_starts=5.0)).startswith("no verdict")
+
+
+def test_draws_that_share_a_warm_start_pool_it_as_one_unit(tmp_path):
+    """Two draws from the same warm-start policies: pooled, two warm starts, not four."""
+    for name in ("one", "two"):
+        _tree(tmp_path / name, "shuffled", {0: [-6.0, -4.0], 1: [-10.0, -8.0]})
+        _tree(tmp_path / name, "gdpo", {0: [30.0], 1: [31.0]})
+    drift_components.main(["--task", "math_length", "--draw", f"one={tmp_path / 'one'}", "--draw",
+                           f"two={tmp_path / 'two'}", "--resamples", "10", "--out", str(tmp_path / "out")])
+    pooled = [line for line in (tmp_path / "out" / "drift_components.md").read_text().splitlines()
+              if line.startswith("| every draw pooled |")]
+    # step 80: warm-start means -5 and -9 (each from four runs): mean -7, SE 2.0 over two units
+    assert pooled and pooled[0].endswith("| -7.0 ± 2.0 |")

@@ -9,8 +9,8 @@ as `dara.analysis.criteria` reads it) resampled over warm starts.
 
 Reads each tree's held-out evaluations (``eval/<task>/<method>/G<G>/seed<S>/step<N>.json``: the last step and step
 0, the base), the task's held-out correctness metric from ``analysis/config.yaml``. Writes ``drift_components.csv``
-(one row per draw and method), ``runs.csv`` (every run's final minus base), ``drift_components.md`` and
-``command.txt`` into ``--out``.
+(one row per draw and method), ``runs.csv`` (every run's final minus base), ``drift_by_step.csv`` (each draw's
+and method's mean change at every evaluated step), ``drift_components.md`` and ``command.txt`` into ``--out``.
 
 Why the resampling is written here: the reading is a median over warm starts of per-warm-start medians, a statistic
 `dara.analysis.effect_size`'s bootstrap does not compute (it pools the drawn seeds). Each resample draws as many warm
@@ -24,6 +24,7 @@ five warm starts the resampled spread is lumpy and only a rough guide.
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
 from pathlib import Path
@@ -42,10 +43,11 @@ RESAMPLES = 20_000
 SEED = 0
 
 
-def run_changes(tree: Path, task: str, method: str, metric: str) -> pd.DataFrame:
-    """Every evaluated run of ``method`` on ``task`` under ``tree``: its warm start, seed, last step, and final minus
-    base of ``metric`` (an evaluation column, e.g. ``metrics/accuracy``) in points, its last evaluated step against
-    its step 0. The files are read as the analysis reads them (`load_evaluations`, checked against their folders)."""
+def step_changes(tree: Path, task: str, method: str, metric: str) -> pd.DataFrame:
+    """Every evaluated run of ``method`` on ``task`` under ``tree``, at every evaluated step after 0: its warm start,
+    seed, the step, whether it is the run's last, and that step's minus the base of ``metric`` (an evaluation column,
+    e.g. ``metrics/accuracy``) in points, against the run's step 0. The files are read as the analysis reads them
+    (`load_evaluations`, checked against their folders)."""
     paths = sorted((tree / "eval" / task / method).glob("G*/seed*/step*.json"))
     if not paths:
         raise ValueError(f"no evaluated {method} runs of {task} under {tree}")
@@ -57,9 +59,37 @@ def run_changes(tree: Path, task: str, method: str, metric: str) -> pd.DataFrame
     unpaired = [key for key, step in final["step"].items() if step == 0 or key not in base.index]
     if unpaired:
         raise ValueError(f"runs without both a step-0 and a later evaluation under {tree}: {unpaired}")
-    return pd.DataFrame({"warm_start": final[WARM_START].astype(int), "step": final["step"],
-                         "change": 100 * (final[metric] - base.loc[final.index])}).reset_index()[
-        ["warm_start", "seed", "step", "change"]]
+    later = evaluations[evaluations["step"] > 0].set_index(list(RUN_KEYS))
+    # the policy a run started from, by its step-0 checkpoint's SHA-256: draws with the same warm-start settings share
+    # their warm starts (the same bytes under the kernel pin), which pooling them must count once each
+    policies = {key: json.loads((tree / "eval" / task / method / f"G{key[2]}" / f"seed{key[3]}" / "step0.json")
+                                .read_text())["checkpoint_sha256"] for key in base.index}
+    return pd.DataFrame({"warm_start": later[WARM_START].astype(int), "step": later["step"],
+                         "base_policy": [policies[key] for key in later.index],
+                         "last": later["step"].to_numpy() == final["step"].loc[later.index].to_numpy(),
+                         "change": 100 * (later[metric].to_numpy() - base.loc[later.index].to_numpy())}
+                        ).reset_index()[
+        ["warm_start", "base_policy", "seed", "step", "last", "change"]].sort_values(["seed", "step"],
+                                                                                     ignore_index=True)
+
+
+def run_changes(tree: Path, task: str, method: str, metric: str) -> pd.DataFrame:
+    """`step_changes` at each run's last evaluated step: its final minus base."""
+    changes = step_changes(tree, task, method, metric)
+    return changes[changes["last"]].drop(columns=["last", "base_policy"]).reset_index(drop=True)
+
+
+def drift_by_step(changes: pd.DataFrame) -> pd.DataFrame:
+    """Per evaluated step: the mean change over runs and its standard error over warm starts (each warm start's
+    mean over its seeds is one value: the warm start is the unit)."""
+    rows = []
+    for step, at_step in changes.groupby("step"):
+        per_warm_start = at_step.groupby("warm_start")["change"].mean()
+        error = float(per_warm_start.std(ddof=1) / np.sqrt(len(per_warm_start))) if len(per_warm_start) > 1 \
+            else float("nan")
+        rows.append({"step": int(step), "runs": len(at_step), "mean": float(at_step["change"].mean()),
+                     "se_over_warm_starts": error})
+    return pd.DataFrame(rows)
 
 
 def reading(values_by_warm_start: list[np.ndarray]) -> float:
@@ -116,6 +146,51 @@ def render(table: pd.DataFrame, task: str, metric: str, bound: tuple[float, floa
     return "\n".join(lines) + "\n"
 
 
+# How the drift-by-step table is read (fixed 2026-12-07, before the table was first written): on every draw's control
+# runs pooled, the mean change at the middle evaluated step against the last one, where the last is more than two
+# standard errors (over warm starts) below or above 0.
+GROWS_BELOW, EARLY_FROM = 0.5, 2 / 3
+
+
+def step_verdict(by_step: pd.DataFrame) -> str:
+    """The rule above on one `drift_by_step` table: does the drift grow with the updates, or come early?"""
+    last, middle = by_step.iloc[-1], by_step.iloc[(len(by_step) - 1) // 2]
+    if not abs(last["mean"]) > 2 * last["se_over_warm_starts"]:
+        return (f"no verdict: the last step's mean ({last['mean']:+.1f}) is within two standard errors "
+                f"({last['se_over_warm_starts']:.1f}) of 0")
+    share = middle["mean"] / last["mean"]
+    what = (f"step {int(middle['step'])} holds {share:.0%} of step {int(last['step'])}'s mean change "
+            f"({middle['mean']:+.1f} of {last['mean']:+.1f})")
+    if share <= GROWS_BELOW:
+        return f"grows with the updates: {what}, at most {GROWS_BELOW:.0%}; fewer updates would drift less"
+    if share >= EARLY_FROM:
+        return (f"comes early: {what}, at least {EARLY_FROM:.0%}; the number of updates is not the lever")
+    return f"undecided: {what}, between {GROWS_BELOW:.0%} and {EARLY_FROM:.0%}"
+
+
+def render_by_step(by_step: pd.DataFrame, pooled: pd.DataFrame, control: str) -> str:
+    """The page's section: each draw's (and the pooled) mean change per evaluated step, and the rule's verdict."""
+    steps = sorted(by_step["step"].unique())
+    lines = ["", "## The drift by step", "",
+             "Does the control's drift grow with the number of updates, or come early? Each cell is the mean change "
+             "(points) over the draw's runs at that step, with its standard error over warm starts (each warm "
+             "start's mean over its seeds one value). Checkpoints between the ends are evaluated with fewer samples "
+             "per held-out item than the last (the experiment's `evaluation` settings), so their means are noisier. "
+             f"The rule, fixed before the table was first read: on every draw's {control} runs pooled, where the "
+             "last step's mean is more than two standard errors from 0, the middle step's mean at most "
+             f"{GROWS_BELOW:.0%} of the last's says the drift grows with the updates (fewer would drift less), at "
+             f"least {EARLY_FROM:.0%} that it comes early (the number of updates is not the lever), between is "
+             "undecided.", "",
+             "| draw | method | " + " | ".join(f"step {step}" for step in steps) + " |",
+             "|---|---|" + "---|" * len(steps)]
+    for (draw, method), table in [*by_step.groupby(["draw", "method"], sort=False), *[(("every draw pooled",
+                                                                                        control), pooled)]]:
+        cells = {int(row.step): f"{row.mean:+.1f} ± {row.se_over_warm_starts:.1f}" for row in table.itertuples()}
+        lines.append(f"| {draw} | {method} | " + " | ".join(cells.get(int(step), "-") for step in steps) + " |")
+    lines += ["", f"Verdict ({control}, every draw pooled): {step_verdict(pooled)}."]
+    return "\n".join(lines) + "\n"
+
+
 def parse_draw(text: str) -> tuple[str, Path]:
     label, separator, tree = text.rpartition("=")
     if not separator or not label or not tree:
@@ -141,18 +216,27 @@ def main(argv=None) -> None:
         raise SystemExit(f"analysis/config.yaml names no held-out correctness metric for task {args.task!r}")
     metric = config["heldout_correctness"][args.task]
     bound = tuple(config["regime_criteria"]["no_drift"]["points"])
-    rows, every_run = [], []
+    rows, every_run, by_step, control_steps = [], [], [], []
     for label, tree in args.draw:
         for method in [CONTROL, *args.contrast]:
-            runs = run_changes(tree, args.task, method, metric)
+            changes = step_changes(tree, args.task, method, metric)
+            runs = changes[changes["last"]].drop(columns=["last", "base_policy"]).reset_index(drop=True)
             every_run.append(runs.assign(draw=label, method=method))
             rows.append({"draw": label, "method": method, **components(runs, bound, args.resamples, SEED)})
+            by_step.append(drift_by_step(changes).assign(draw=label, method=method))
+            if method == CONTROL:
+                # pooled over draws, a warm start is its policy: one that several draws share is one unit
+                control_steps.append(changes.assign(warm_start=changes["base_policy"]))
     table = pd.DataFrame(rows)
+    by_step = pd.concat(by_step, ignore_index=True)[["draw", "method", "step", "runs", "mean", "se_over_warm_starts"]]
+    pooled = drift_by_step(pd.concat(control_steps, ignore_index=True))
     args.out.mkdir(parents=True, exist_ok=True)
     replace_atomically(args.out / "drift_components.csv", lambda path: table.to_csv(path, index=False))
     runs = pd.concat(every_run)
     replace_atomically(args.out / "runs.csv", lambda path: runs.to_csv(path, index=False))
-    page = render(table, args.task, metric.removeprefix("metrics/"), bound, args.resamples, control=CONTROL)
+    replace_atomically(args.out / "drift_by_step.csv", lambda path: by_step.to_csv(path, index=False))
+    page = (render(table, args.task, metric.removeprefix("metrics/"), bound, args.resamples, control=CONTROL)
+            + render_by_step(by_step, pooled, CONTROL))
     write_text_atomic(args.out / "drift_components.md", page)
     arguments = sys.argv[1:] if argv is None else argv
     write_text_atomic(args.out / "command.txt",
