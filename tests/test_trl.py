@@ -170,6 +170,17 @@ def test_a_reward_missing_for_only_some_functions_is_refused(policy, tmp_path):
         trainer.train()
 
 
+def test_a_trl_other_than_the_tested_release_is_named_in_a_warning():
+    import trl
+
+    import dara.trl
+
+    assert trl.__version__ == dara.trl.TRL_VERSION  # the pinned TRL (envs/trl.txt) is the tested one: no warning
+    assert dara.trl.untested_trl(dara.trl.TRL_VERSION) is None
+    message = dara.trl.untested_trl("1.17.0")
+    assert "TRL 1.17.0 is untested" in message and "_calculate_rewards" in message and "1.16.0" in message
+
+
 def test_batch_advantages_nan_rows_and_lonely_survivors():
     rewards = torch.tensor([[1.0, 0.0], [0.0, 1.0], [2.0, 1.0], [1.0, 1.0],
                             [float("nan")] * 2, [float("nan")] * 2, [float("nan")] * 2, [3.0, 0.0]])

@@ -44,6 +44,21 @@ def test_assert_registered_fails_loudly_when_an_estimator_is_missing(monkeypatch
         assert_registered()
 
 
+def test_the_trainer_refuses_to_start_on_a_half_registered_plugin(monkeypatch):
+    """verl's own main_ppo with trainer_mode=dara_sync builds the trainer without our launcher's check: the trainer
+    checks itself, before verl's constructor builds anything."""
+    built = []
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+    monkeypatch.setattr(PPOTrainerSync, "__init__", lambda self, *args, **kwargs: built.append(True))
+    DaraPPOTrainer(config=None)
+    assert built == [True]  # registered: verl's constructor runs
+    monkeypatch.delitem(core_algos.ADV_ESTIMATOR_REGISTRY, "dara_sym")
+    with pytest.raises(RuntimeError, match="dara_sym"):
+        DaraPPOTrainer(config=None)
+    assert built == [True]
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # A batch as the V1 trainer holds it in TransferQueue: jagged response tensors, uid and extra_fields per sample.
 

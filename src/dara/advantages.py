@@ -31,8 +31,8 @@ both the advantages and the per-channel parts of `channel_contributions`; `compu
 method shares around it (validation, grouping, z-scores, densities, diagnostics, the caller's row order).
 
 Everything is computed in float64 and returned as float32: a group whose values are all equal gets exactly 0 (and
-is inactive) whatever the input dtype, unlike a float32 mean/std where rounding leaves |A| of 0.03-0.19 for a
-constant group of eight 0.3 rewards.
+is inactive) whatever the input dtype, unlike a float32 mean/std where rounding leaves |A| = 0.029 for a constant
+group of eight 0.3 rewards (verl 0.9.1's GRPO; up to 0.19 over constant groups of the values 0.01 to 3.00).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from dara.diagnose import MONITOR_PREFIX, batch_diagnostics
-from dara.verl_plugin import TRAINER_MODE, policy_step
+from dara.verl_plugin import TRAINER_MODE, assert_registered, policy_step
 from dara.verl_plugin.estimators import METHOD_BY_VERL_NAME, DaraSettings, dara_advantages, named_metrics
 from dara.verl_plugin.prefilter import PrefilterReplayBuffer
 from dara.verl_plugin.rewards import parse_failure_metrics_from_extra_fields
@@ -131,6 +131,12 @@ def check_one_output_per_session(keys) -> None:
 @register_trainer(TRAINER_MODE)
 class DaraPPOTrainer(PPOTrainerSync):
     """`PPOTrainerSync` with the DARA advantage step (see the module docstring)."""
+
+    def __init__(self, *args, **kwargs):
+        # verl hides plugin errors, so a job started by verl's own main_ppo checks here that every estimator of ours
+        # is registered before anything is built (our launcher, dara.verl_plugin.main, checks before verl starts)
+        assert_registered(require_trainer=True)
+        super().__init__(*args, **kwargs)
 
     # verl 0.9.1 compares `self.trainer_mode` with "sync" to pick the replay buffer, refill and checkpoint paths;
     # selecting this class by its registry name must not change any of that.
