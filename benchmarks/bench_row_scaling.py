@@ -135,6 +135,27 @@ def render(result: dict[int, dict[str, Any]], *, repeats: int, command: str, pol
     return "\n".join(lines) + "\n"
 
 
+def load_measured_run(args: argparse.Namespace, scratch: Path):
+    """The run `add_run_arguments` names: the run, its `TrainSettings`, its warm start's tokenizer and model (made into
+    ``scratch`` when missing, `ensure_policy`) and its task."""
+    from dara.experiments import load_experiment
+    from dara.runs import find_run
+    from dara.tasks import get_task
+    from dara.tiny.trainer import TrainSettings
+
+    run = find_run(load_experiment(args.experiment), args.task, args.method, args.group_size, args.seed)
+    settings = TrainSettings.of(run)
+    policy = ensure_policy(args.policy or ROOT / run.policy_dir, args.experiment, args.task, run.warm_start, scratch)
+    tokenizer, model = load_policy(policy)
+    return run, settings, tokenizer, model, get_task(args.task, **settings.task_options)
+
+
+def setting_text(run, settings, group_size: int) -> str:
+    """The measured run's step, for a page's first paragraph."""
+    return (f"{run.name}'s settings: {settings.responses_per_step} responses a step in groups of {group_size}, "
+            f"at most {settings.max_new_tokens} new tokens")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_run_arguments(parser)
@@ -148,27 +169,15 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(str(error))
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
-    from dara.experiments import load_experiment
-    from dara.runs import find_run
-    from dara.tasks import get_task
-    from dara.tiny.trainer import TrainSettings
-
     torch.set_num_threads(1)
-    experiment = load_experiment(args.experiment)
-    run = find_run(experiment, args.task, args.method, args.group_size, args.seed)
-    settings = TrainSettings.of(run)
     with tempfile.TemporaryDirectory() as scratch:
-        policy = ensure_policy(args.policy or ROOT / run.policy_dir, args.experiment, args.task, run.warm_start,
-                               Path(scratch))
-        tokenizer, model = load_policy(policy)
-        result = measure(model, tokenizer, get_task(args.task, **settings.task_options),
-                         prompts_per_step=settings.responses_per_step // args.group_size, group_size=args.group_size,
-                         max_new_tokens=settings.max_new_tokens, temperature=settings.temperature,
-                         multiples=args.multiples, repeats=args.repeats)
+        run, settings, tokenizer, model, task = load_measured_run(args, Path(scratch))
+        result = measure(model, tokenizer, task, prompts_per_step=settings.responses_per_step // args.group_size,
+                         group_size=args.group_size, max_new_tokens=settings.max_new_tokens,
+                         temperature=settings.temperature, multiples=args.multiples, repeats=args.repeats)
     command = shlex.join(["python", "-m", "benchmarks.bench_row_scaling", *(sys.argv[1:] if argv is None else argv)])
     shown = args.policy or run.policy_dir
-    setting = (f"{run.name}'s settings: {settings.responses_per_step} responses a step in groups of {args.group_size}, "
-               f"at most {settings.max_new_tokens} new tokens")
+    setting = setting_text(run, settings, args.group_size)
     page = render(result, repeats=args.repeats, command=command, policy=str(shown), setting=setting)
     print(page)
     if args.out:

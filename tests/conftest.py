@@ -25,6 +25,23 @@ def smoke_results(tmp_path_factory) -> Path:
     return ROOT / "results" / "smoke"
 
 
+@pytest.fixture(scope="session")
+def toy_act_critic_policy(tmp_path_factory):
+    """(tokenizer, model) of a small act_critic policy (options {"tag_rate": 0.5}), briefly trained: its responses'
+    lengths vary, so padding is exercised (the benchmarks' tests time it at toy sizes)."""
+    import torch
+
+    from dara.tiny.policy import load_policy
+    from dara.tiny.warmstart import warm_start
+    from experiment_defaults import small_warm_start
+
+    torch.set_num_threads(1)
+    policy = tmp_path_factory.mktemp("policy") / "act_critic"
+    warm_start("act_critic", {"tag_rate": 0.5}, policy, **small_warm_start(
+        sft_steps=20, sft_batch_size=8, probe_prompts=2, probe_group_size=2, max_new_tokens=12))
+    return load_policy(policy)
+
+
 # The longest test (verl's end-to-end run, about 4.5 minutes) is collected first, so that under pytest-xdist (make test
 # runs two workers) it overlaps the rest of the suite instead of running alone at its end.
 FIRST_MODULES = ("test_verl_cpu_e2e.py",)

@@ -6,21 +6,9 @@ import torch
 
 from benchmarks import bench_row_scaling as rs
 from dara.tasks import get_task
-from dara.tiny.policy import load_policy, rollout, token_logprobs
-from dara.tiny.warmstart import warm_start
-from experiment_defaults import small_warm_start
+from dara.tiny.policy import rollout, token_logprobs
 
-ACT_OPTIONS = {"tag_rate": 0.5}
-
-
-@pytest.fixture(scope="module")
-def toy_policy(tmp_path_factory):
-    """A small act_critic policy, briefly trained (its rows' lengths vary, so padding is exercised)."""
-    torch.set_num_threads(1)
-    policy = tmp_path_factory.mktemp("policy") / "act_critic"
-    warm_start("act_critic", ACT_OPTIONS, policy, **small_warm_start(sft_steps=20, sft_batch_size=8, probe_prompts=2,
-                                                                     probe_group_size=2, max_new_tokens=12))
-    return load_policy(policy)
+ACT_OPTIONS = {"tag_rate": 0.5}  # the options of conftest's toy_act_critic_policy
 
 
 @pytest.mark.parametrize("multiples", [(2, 5), (0, 1), (1, 2, 2), ()])
@@ -40,8 +28,8 @@ def test_k_prompt_steps_are_distinct_prompts_in_whole_groups():
     assert all(len(set(prompts[start:start + 4])) == 1 for start in range(0, 24, 4))
 
 
-def test_the_repeated_batch_is_k_times_the_same_work(toy_policy):
-    tokenizer, model = toy_policy
+def test_the_repeated_batch_is_k_times_the_same_work(toy_act_critic_policy):
+    tokenizer, model = toy_act_critic_policy
     prompts = rs.step_prompts(get_task("act_critic", **ACT_OPTIONS), prompts_per_step=2, group_size=4, multiple=1)
     torch.manual_seed(0)
     batch = rollout(model, tokenizer, prompts, max_new_tokens=12)
@@ -57,8 +45,8 @@ def test_the_repeated_batch_is_k_times_the_same_work(toy_policy):
         torch.testing.assert_close(copy, one, rtol=0, atol=1e-5)
 
 
-def test_every_multiple_is_measured_against_1x_and_shown(toy_policy):
-    tokenizer, model = toy_policy
+def test_every_multiple_is_measured_against_1x_and_shown(toy_act_critic_policy):
+    tokenizer, model = toy_act_critic_policy
     task = get_task("act_critic", **ACT_OPTIONS)
     result = rs.measure(model, tokenizer, task, prompts_per_step=2, group_size=4, max_new_tokens=12, temperature=1.0,
                         multiples=(2, 1), repeats=2)
