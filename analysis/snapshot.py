@@ -155,9 +155,11 @@ def verl_cpu_timing_table(results: Path) -> str:
     # trainer's under tiny/runs/
     verl_runs = len(list((results / "runs").glob("*-*/*/G*/seed*/metrics.parquet")))
     tiny_runs = len(list((results / "tiny" / "runs").glob("*/*/G*/seed*/metrics.parquet")))
-    # each run's code: its short revision, "+edits" where its checkout carried uncommitted edits
+    # each run's code: its short revision, "+edits" where its checkout carried uncommitted edits ("+edits?" where
+    # its record does not say)
     records = [read_revision_record(path.parent) for path in results.glob("**/runs/*/*/G*/seed*/git_revision.txt")]
-    revisions = sorted({record["revision"][:10] + ("+edits" if record["dirty"] else "") for record in records})
+    edits = {True: "+edits", False: "", None: "+edits?"}
+    revisions = sorted({record["revision"][:10] + edits[record["dirty"]] for record in records})
     # verl jobs are one run each (<job>_seed<S>.tsv); the tiny trainer's are seed groups (<task>_<method>_G<G>.tsv)
     verl_jobs = [pd.read_csv(path, sep="\t") for path in sorted((results / "benchmarks" / "train").glob("*_seed*.tsv"))]
     if not verl_jobs:

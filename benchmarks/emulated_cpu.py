@@ -102,16 +102,20 @@ def _run_emulated(command: list[str], cpu: str, log: Path, cwd: Path | None = No
     return time.monotonic() - start
 
 
-def _emulated_code(revision: str, dirty: bool, what: str, allowed: bool, code: tuple[str, ...] = ("src",)
+def _emulated_code(revision: str, dirty: bool | None, what: str, allowed: bool, code: tuple[str, ...] = ("src",)
                    ) -> tuple[str, list[str]]:
     """The code an emulated job ran (its own record: a job can be reused from an earlier call, made by other code
     than this checkout's), held to `_refuse_other_code`'s rule: its short name for the page, and the files that
     differ."""
     try:
-        changed = _refuse_other_code(revision, what, allowed, code, dirty)
+        changed = _refuse_other_code(revision, what, allowed, code)
     except RuntimeError as error:
         raise RuntimeError(f"an emulated job reused from an earlier call: {error}; delete it from --work to rerun it "
                            "with this checkout's code") from None
+    if dirty is not False and not allowed:
+        raise RuntimeError(f"{what} was emulated by code with uncommitted edits (this checkout's, or an earlier "
+                           "call's), which no record names: commit them and delete it from --work to rerun it, or pass "
+                           "--allow-other-code where the edits cannot touch the bytes")
     return _code_name(revision, dirty), changed
 
 
@@ -206,8 +210,9 @@ def _refuse_other_code(revision: str, what: str, allowed: bool = False, code: tu
 
 
 def _code_name(revision: str, dirty: bool | None) -> str:
-    """A job's code for the page: the short revision, "+edits" where its checkout carried uncommitted edits."""
-    return revision[:7] + ("+edits" if dirty else "")
+    """A job's code for the page: the short revision, "+edits" where its checkout carried uncommitted edits (or
+    "+edits?" where its record does not say)."""
+    return revision[:7] + {True: "+edits", False: "", None: "+edits?"}[dirty]
 
 
 def check_warm_start(experiment: str, results: Path, task: str, index: int, work: Path, cpu: str,
@@ -269,7 +274,7 @@ def check_run(experiment: dict, run_dir: str, work: Path, cpu: str, allow_other_
         job = _record(timing, _run_emulated(command, cpu, work / f"{drawn.name}.log"), key)
     ran = _checked_dispatch(read_machine(rerun_dir), rerun_dir)
     emulated = read_revision_record(rerun_dir)
-    emulated_at, emulated_changed = _emulated_code(emulated["revision"], bool(emulated["dirty"]), str(rerun_dir),
+    emulated_at, emulated_changed = _emulated_code(emulated["revision"], emulated["dirty"], str(rerun_dir),
                                                    allow_other_code)
     changed = sorted({*changed, *emulated_changed})
     weights = f"checkpoints/step{drawn.checkpoint_steps[-1]}/model.safetensors"  # the last, the run's settings say

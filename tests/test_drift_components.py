@@ -124,11 +124,12 @@ def test_every_evaluated_step_is_read_against_the_base_and_the_last_marked(tmp_p
     assert changes["base_policy"].tolist() == ["policy0"] * 2 + ["policy1"] * 2 + ["policy0"] * 2
 
 
-def test_the_drift_by_step_takes_its_error_over_warm_starts_not_runs():
+def test_the_drift_by_step_takes_the_warm_start_as_its_unit():
     changes = pd.DataFrame({"warm_start": [0, 0, 1], "step": [80, 80, 80], "change": [-10.0, 0.0, 4.0]})
     by_step = drift_components.drift_by_step(changes)
-    assert by_step["runs"].tolist() == [3] and by_step["mean"].tolist() == [pytest.approx(-2.0)]
-    # warm-start means -5 and 4: SD 6.36, over sqrt(2) warm starts (over the three runs it would be 4.16)
+    assert by_step["runs"].tolist() == [3] and by_step["warm_starts"].tolist() == [2]
+    # warm-start means -5 and 4: their mean -0.5 (over the three runs it would be -2.0), their SD 6.36 over sqrt(2)
+    assert by_step["mean"].tolist() == [pytest.approx(-0.5)]
     assert by_step["se_over_warm_starts"].tolist() == [pytest.approx(np.std([-5.0, 4.0], ddof=1) / np.sqrt(2))]
 
 
@@ -143,13 +144,22 @@ def test_the_step_rule_compares_the_middle_with_the_last(middle, verdict):
 
 
 def test_draws_that_share_a_warm_start_pool_it_as_one_unit(tmp_path):
-    """Two draws from the same warm-start policies: pooled, two warm starts, not four."""
-    for name in ("one", "two"):
-        _tree(tmp_path / name, "shuffled", {0: [-6.0, -4.0], 1: [-10.0, -8.0]})
-        _tree(tmp_path / name, "gdpo", {0: [30.0], 1: [31.0]})
-    drift_components.main(["--task", "math_length", "--draw", f"one={tmp_path / 'one'}", "--draw",
-                           f"two={tmp_path / 'two'}", "--resamples", "10", "--out", str(tmp_path / "out")])
+    """Pooled, a warm start is its policy, not its number: draw one's warm starts 0 and 1 are draw two's 2 and 3
+    (the same policies, as a replicate's renumbered copies would be), and draw three's 0 is another policy. Three
+    units, each one value however many runs it has."""
+    _tree(tmp_path / "one", "shuffled", {0: [-6.0, -4.0], 1: [-10.0, -8.0]}, policies="shared")
+    _tree(tmp_path / "two", "shuffled", {0: [-6.0, -4.0], 1: [-10.0, -8.0]}, policies="shared")
+    for path in (tmp_path / "two" / "eval" / "math_length" / "shuffled").glob("G8/seed*/step*.json"):
+        record = json.loads(path.read_text())  # draw one's policies under other warm-start numbers
+        path.write_text(json.dumps({**record, "warm_start": record["warm_start"] + 2}))
+    _tree(tmp_path / "three", "shuffled", {0: [2.0]}, policies="other")
+    for name in ("one", "two", "three"):
+        _tree(tmp_path / name, "gdpo", {0: [30.0]})
+    drift_components.main(["--task", "math_length", *[f"--draw={name}={tmp_path / name}" for name in
+                                                      ("one", "two", "three")],
+                           "--resamples", "10", "--out", str(tmp_path / "out")])
     pooled = [line for line in (tmp_path / "out" / "drift_components.md").read_text().splitlines()
               if line.startswith("| every draw pooled |")]
-    # step 80: warm-start means -5 and -9 (each from four runs): mean -7, SE 2.0 over two units
-    assert pooled and pooled[0].endswith("| -7.0 ± 2.0 |")
+    # step 80: shared0 -5 (four runs), shared1 -9 (four runs), other0 +2 (one run): mean -4.0, SD 5.57, SE 3.2.
+    # By warm-start number it would be four units (0, 1, 2, 3, with three's 0 joining one's 0); by run, -6.0.
+    assert pooled and pooled[0].endswith(f"| -4.0 ± {np.std([-5.0, -9.0, 2.0], ddof=1) / np.sqrt(3):.1f} |")

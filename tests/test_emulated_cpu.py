@@ -138,11 +138,16 @@ def test_a_draw_made_by_other_code_is_refused():
         emulated_cpu._refuse_other_code("HEAD", "results/tiny/runs/x", dirty=None)
     assert emulated_cpu._refuse_other_code("HEAD", "x", allowed=True, dirty=True) == []
     assert emulated_cpu._code_name("0123456789abcdef", True) == "0123456+edits"
+    assert emulated_cpu._code_name("0123456789abcdef", None) == "0123456+edits?"
+    assert emulated_cpu._code_name("0123456789abcdef", False) == "0123456"
     # an emulated job reused from an earlier call is held to the same rule, by its own record
     with pytest.raises(RuntimeError, match="reused from an earlier call: work/runs/x was made at de659b2"):
         emulated_cpu._emulated_code("de659b2", False, "work/runs/x", allowed=False)
-    with pytest.raises(RuntimeError, match="delete it from --work"):
+    with pytest.raises(RuntimeError, match=r"emulated by code with uncommitted edits \(this checkout's, or an earlier "
+                                           r"call's\), which no record names: commit them and delete it from --work"):
         emulated_cpu._emulated_code("HEAD", True, "work/runs/x", allowed=False)  # edits no record names
+    with pytest.raises(RuntimeError, match="emulated by code with uncommitted edits"):
+        emulated_cpu._emulated_code("HEAD", None, "work/runs/x", allowed=False)  # a record that does not say
     assert emulated_cpu._emulated_code("HEAD", True, "work/runs/x", allowed=True) == ("HEAD+edits", [])
     assert emulated_cpu._emulated_code("HEAD", False, "work/runs/x", allowed=False) == ("HEAD", [])
 

@@ -27,6 +27,7 @@ def test_the_verl_cpu_table_counts_runs_per_backend_job_time_memory_and_revision
         _run(results / "tiny" / "runs" / "toolcall" / method / "G4" / "seed0", "a" * 40)
     _run(results / "tiny" / "runs" / "math_length" / "grpo" / "G4" / "seed0", "a" * 40)
     _run(results / "tiny" / "runs" / "math_length" / "gdpo" / "G4" / "seed0", "a" * 40, dirty="true")
+    _run(results / "tiny" / "runs" / "math_length" / "dvao" / "G4" / "seed0", "a" * 40, dirty="unknown")
     _benchmark(results / "benchmarks" / "train" / "toolcall_grpo_G4_seed0.tsv", 200.0, 6144.0)
     _benchmark(results / "benchmarks" / "train" / "toolcall_dara_asym_G4_seed0.tsv", 240.0, 5120.0)
     _benchmark(results / "benchmarks" / "train" / "toolcall_grpo_G4.tsv", 30.0, 900.0)  # a tiny-trainer seed group
@@ -38,11 +39,11 @@ def test_the_verl_cpu_table_counts_runs_per_backend_job_time_memory_and_revision
     assert "| 30 min 30 s |" in table
     assert "| started from an empty `results/verl_cpu` | yes |" in table
     assert "| every job's time, summed | 9 min 20 s |" in table  # 200 + 240 + 30 + 90 s
-    assert "| verl runs / tiny-trainer runs | 2 / 4 |" in table
+    assert "| verl runs / tiny-trainer runs | 2 / 5 |" in table
     assert "| 200-240 s |" in table  # verl jobs only (<job>_seed<S>.tsv)
     assert "| 6.0 GB |" in table
-    # the same revision with uncommitted edits is other code, and says so
-    assert f"| code revision of the runs | {'a' * 10}, {'a' * 10}+edits |" in table
+    # the same revision with uncommitted edits is other code, and says so; so does one whose record does not say
+    assert f"| code revision of the runs | {'a' * 10}, {'a' * 10}+edits, {'a' * 10}+edits? |" in table
 
 
 def test_the_tiny_table_sums_every_jobs_time_per_stage(tmp_path):

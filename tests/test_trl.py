@@ -181,6 +181,23 @@ def test_a_trl_other_than_the_tested_release_is_named_in_a_warning():
     assert "TRL 1.17.0 is untested" in message and "_calculate_rewards" in message and "1.16.0" in message
 
 
+def test_importing_dara_trl_under_another_trl_warns(monkeypatch):
+    import importlib
+    import warnings
+
+    import trl
+
+    import dara.trl
+
+    monkeypatch.setattr(trl, "__version__", "1.17.0")
+    with pytest.warns(UserWarning, match="TRL 1.17.0 is untested"):
+        importlib.reload(dara.trl)
+    monkeypatch.undo()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the tested release: no warning
+        importlib.reload(dara.trl)
+
+
 def test_batch_advantages_nan_rows_and_lonely_survivors():
     rewards = torch.tensor([[1.0, 0.0], [0.0, 1.0], [2.0, 1.0], [1.0, 1.0],
                             [float("nan")] * 2, [float("nan")] * 2, [float("nan")] * 2, [3.0, 0.0]])

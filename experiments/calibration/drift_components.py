@@ -80,15 +80,16 @@ def run_changes(tree: Path, task: str, method: str, metric: str) -> pd.DataFrame
 
 
 def drift_by_step(changes: pd.DataFrame) -> pd.DataFrame:
-    """Per evaluated step: the mean change over runs and its standard error over warm starts (each warm start's
-    mean over its seeds is one value: the warm start is the unit)."""
+    """Per evaluated step: the mean change over warm starts and its standard error (each warm start's mean over its
+    seeds is one value: the warm start is the unit, for the mean as for its error, so a warm start with more seeds,
+    as one several draws share, does not weigh more)."""
     rows = []
     for step, at_step in changes.groupby("step"):
         per_warm_start = at_step.groupby("warm_start")["change"].mean()
         error = float(per_warm_start.std(ddof=1) / np.sqrt(len(per_warm_start))) if len(per_warm_start) > 1 \
             else float("nan")
-        rows.append({"step": int(step), "runs": len(at_step), "mean": float(at_step["change"].mean()),
-                     "se_over_warm_starts": error})
+        rows.append({"step": int(step), "runs": len(at_step), "warm_starts": len(per_warm_start),
+                     "mean": float(per_warm_start.mean()), "se_over_warm_starts": error})
     return pd.DataFrame(rows)
 
 
@@ -109,7 +110,7 @@ def components(runs: pd.DataFrame, bound: tuple[float, float], resamples: int, s
     groups = [group["change"].to_numpy() for _, group in runs.groupby("warm_start")]
     repeated = [values for values in groups if len(values) > 1]
     within = float(np.sqrt(np.mean([np.var(values, ddof=1) for values in repeated]))) if repeated else float("nan")
-    medians = float(np.std([np.median(values) for values in groups], ddof=1))
+    medians = float(np.std([np.median(values) for values in groups], ddof=1)) if len(groups) > 1 else float("nan")
     # A warm start's mean over k seeds varies by its own part plus the seeds' variance / k (k: the harmonic mean of
     # the seed counts); the median equals the mean at k <= 2 and is close to it above. Negative estimates read 0.
     seeds = len(groups) / sum(1 / len(values) for values in groups)
@@ -173,8 +174,9 @@ def render_by_step(by_step: pd.DataFrame, pooled: pd.DataFrame, control: str) ->
     steps = sorted(by_step["step"].unique())
     lines = ["", "## The drift by step", "",
              "Does the control's drift grow with the number of updates, or come early? Each cell is the mean change "
-             "(points) over the draw's runs at that step, with its standard error over warm starts (each warm "
-             "start's mean over its seeds one value). Checkpoints between the ends are evaluated with fewer samples "
+             "(points) at that step over the draw's warm starts, each warm start's mean over its seeds one value, "
+             "with its standard error (pooled over draws, a warm start several draws share is one value, the mean "
+             "of all its runs). Checkpoints between the ends are evaluated with fewer samples "
              "per held-out item than the last (the experiment's `evaluation` settings), so their means are noisier. "
              f"The rule, fixed before the table was first read: on every draw's {control} runs pooled, where the "
              "last step's mean is more than two standard errors from 0, the middle step's mean at most "
@@ -228,7 +230,8 @@ def main(argv=None) -> None:
                 # pooled over draws, a warm start is its policy: one that several draws share is one unit
                 control_steps.append(changes.assign(warm_start=changes["base_policy"]))
     table = pd.DataFrame(rows)
-    by_step = pd.concat(by_step, ignore_index=True)[["draw", "method", "step", "runs", "mean", "se_over_warm_starts"]]
+    by_step = pd.concat(by_step, ignore_index=True)[["draw", "method", "step", "runs", "warm_starts", "mean",
+                                                      "se_over_warm_starts"]]
     pooled = drift_by_step(pd.concat(control_steps, ignore_index=True))
     args.out.mkdir(parents=True, exist_ok=True)
     replace_atomically(args.out / "drift_components.csv", lambda path: table.to_csv(path, index=False))

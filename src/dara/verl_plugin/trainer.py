@@ -134,8 +134,9 @@ class DaraPPOTrainer(PPOTrainerSync):
 
     def __init__(self, *args, **kwargs):
         # verl hides plugin errors, so a job started by verl's own main_ppo checks here that every estimator of ours
-        # is registered before anything is built (our launcher, dara.verl_plugin.main, checks before verl starts)
-        assert_registered(require_trainer=True)
+        # is registered before anything is built (this trainer is, or its constructor would not run; our launcher,
+        # dara.verl_plugin.main, checks both before verl starts)
+        assert_registered(require_trainer=False)
         super().__init__(*args, **kwargs)
 
     # verl 0.9.1 compares `self.trainer_mode` with "sync" to pick the replay buffer, refill and checkpoint paths;
