@@ -12,7 +12,7 @@ longest response, also after a shorter response's EOS, where nothing is scored (
 scored tokens, `dara.tiny.policy.token_logprobs`). A packed layout (each response only as long as it is, attention
 kept within its own row) would drop those positions, at the cost of a variable-length attention. This measures the
 most that could save before anything is built (issue "the tiny trainer at the speed of its arithmetic"): one RL
-step's batch, sampled from the policy as the trainer samples it, timed in two layouts:
+step's batch, sampled from the policy as the trainer samples it, timed in three layouts:
 
 - **padded**: the batch as the trainer computes it, every row as wide as the longest response, scored up to its EOS;
 - **as if packed**: the same rows, each cut to the batch's mean response length and every kept position scored, so
