@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from dara.io import replace_atomically, write_text_atomic
-from dara.provenance import read_revision_record, without_report_revision
+from dara.provenance import code_label, read_revision_record, without_report_revision
 
 ROOT = Path(__file__).resolve().parents[1]
 FIGURES = ("survival", "fig3", "dynamics_toolcall", "dynamics_math_length", "fig5")
@@ -155,11 +155,8 @@ def verl_cpu_timing_table(results: Path) -> str:
     # trainer's under tiny/runs/
     verl_runs = len(list((results / "runs").glob("*-*/*/G*/seed*/metrics.parquet")))
     tiny_runs = len(list((results / "tiny" / "runs").glob("*/*/G*/seed*/metrics.parquet")))
-    # each run's code: its short revision, "+edits" where its checkout carried uncommitted edits ("+edits?" where
-    # its record does not say)
     records = [read_revision_record(path.parent) for path in results.glob("**/runs/*/*/G*/seed*/git_revision.txt")]
-    edits = {True: "+edits", False: "", None: "+edits?"}
-    revisions = sorted({record["revision"][:10] + edits[record["dirty"]] for record in records})
+    revisions = sorted({code_label(record["revision"], record["dirty"], width=10) for record in records})
     # verl jobs are one run each (<job>_seed<S>.tsv); the tiny trainer's are seed groups (<task>_<method>_G<G>.tsv)
     verl_jobs = [pd.read_csv(path, sep="\t") for path in sorted((results / "benchmarks" / "train").glob("*_seed*.tsv"))]
     if not verl_jobs:

@@ -58,9 +58,9 @@ from dara.experiments import load_experiment
 from dara.io import write_text_atomic
 from dara.provenance import (
     REPORT_REVISION,
+    code_label,
     git_revision,
     read_machine,
-    read_revision,
     read_revision_record,
     without_report_revision,
 )
@@ -116,7 +116,7 @@ def _emulated_code(revision: str, dirty: bool | None, what: str, allowed: bool, 
         raise RuntimeError(f"{what} was emulated by code with uncommitted edits (this checkout's, or an earlier "
                            "call's), which no record names: commit them and delete it from --work to rerun it, or pass "
                            "--allow-other-code where the edits cannot touch the bytes")
-    return _code_name(revision, dirty), changed
+    return code_label(revision, dirty), changed
 
 
 def emulator_version() -> str:
@@ -209,12 +209,6 @@ def _refuse_other_code(revision: str, what: str, allowed: bool = False, code: tu
     return changed
 
 
-def _code_name(revision: str, dirty: bool | None) -> str:
-    """A job's code for the page: the short revision, "+edits" where its checkout carried uncommitted edits (or
-    "+edits?" where its record does not say)."""
-    return revision[:7] + {True: "+edits", False: "", None: "+edits?"}[dirty]
-
-
 def check_warm_start(experiment: str, results: Path, task: str, index: int, work: Path, cpu: str,
                      allow_other_code: bool = False) -> list[dict]:
     """Rerun warm start ``index`` of ``task``; rows comparing its files with the draw's."""
@@ -223,7 +217,7 @@ def check_warm_start(experiment: str, results: Path, task: str, index: int, work
         raise FileNotFoundError(f"{drawn} is not a finished warm start (run make reproduce first)")
     made = json.loads((drawn / "warmstart.json").read_text()).get("git_revision", {})
     changed = _refuse_other_code(made.get("revision", ""), str(drawn), allow_other_code, dirty=made.get("dirty"))
-    draw_at = _code_name(made["revision"], made.get("dirty"))
+    draw_at = code_label(made["revision"], made.get("dirty"))
     out = work / "policies" / task / f"warm_start{index}"
     # an emulated warm start takes hours: one finished in an earlier call with this --work is reused (warmstart.json
     # is written last, atomically), with its record
@@ -260,7 +254,7 @@ def check_run(experiment: dict, run_dir: str, work: Path, cpu: str, allow_other_
         raise FileNotFoundError(f"{drawn_dir} has no metrics.parquet (run make reproduce first)")
     made = read_revision_record(drawn_dir)
     changed = _refuse_other_code(made["revision"], str(drawn_dir), allow_other_code, dirty=made["dirty"])
-    draw_at = _code_name(made["revision"], made["dirty"])
+    draw_at = code_label(made["revision"], made["dirty"])
     rerun = dataclasses.replace(drawn, results=str(work / "results"))
     rerun_dir = Path(rerun.run_dir)
     timing = work / f"{drawn.name}.seconds.json"
@@ -309,7 +303,7 @@ def check_evaluation(experiment: dict, run_dir: str, work: Path, cpu: str,
     made = json.loads(drawn_files[-1].read_text()).get("code_revision", {})
     changed = _refuse_other_code(made.get("revision", ""), str(drawn_files[-1]), allow_other_code,
                                  dirty=made.get("dirty"))
-    draw_at = _code_name(made["revision"], made.get("dirty"))
+    draw_at = code_label(made["revision"], made.get("dirty"))
     # the draw's run folder where the rerun's results tree expects it: the evaluation reads its checkpoints there
     # and writes its files beside them, into the work folder
     rerun = dataclasses.replace(drawn, results=str(work / "evaluation"))
@@ -406,7 +400,7 @@ def check_analysis(experiment: str, results: Path, work: Path, cpu: str, allow_o
         raise FileNotFoundError(f"{report} is missing (run make reproduce first)")
     revision, dirty = _report_revision(report)
     changed = _refuse_other_code(revision, str(report), allow_other_code, code=("src", "analysis"), dirty=dirty)
-    draw_at = _code_name(revision, dirty)
+    draw_at = code_label(revision, dirty)
     out = work / "analysis"
     # what the emulated analysis dispatched to: one emulated interpreter's record (the scripts record none)
     record = work / "analysis_machine.json"

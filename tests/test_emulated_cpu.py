@@ -137,9 +137,9 @@ def test_a_draw_made_by_other_code_is_refused():
     with pytest.raises(RuntimeError, match="without saying whether it had edits"):
         emulated_cpu._refuse_other_code("HEAD", "results/tiny/runs/x", dirty=None)
     assert emulated_cpu._refuse_other_code("HEAD", "x", allowed=True, dirty=True) == []
-    assert emulated_cpu._code_name("0123456789abcdef", True) == "0123456+edits"
-    assert emulated_cpu._code_name("0123456789abcdef", None) == "0123456+edits?"
-    assert emulated_cpu._code_name("0123456789abcdef", False) == "0123456"
+    assert emulated_cpu.code_label("0123456789abcdef", True) == "0123456+edits"
+    assert emulated_cpu.code_label("0123456789abcdef", None) == "0123456+edits?"
+    assert emulated_cpu.code_label("0123456789abcdef", False) == "0123456"
     # an emulated job reused from an earlier call is held to the same rule, by its own record
     with pytest.raises(RuntimeError, match="reused from an earlier call: work/runs/x was made at de659b2"):
         emulated_cpu._emulated_code("de659b2", False, "work/runs/x", allowed=False)

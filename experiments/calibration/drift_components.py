@@ -73,10 +73,14 @@ def step_changes(tree: Path, task: str, method: str, metric: str) -> pd.DataFram
                                                                                      ignore_index=True)
 
 
-def run_changes(tree: Path, task: str, method: str, metric: str) -> pd.DataFrame:
-    """`step_changes` at each run's last evaluated step: its final minus base."""
-    changes = step_changes(tree, task, method, metric)
+def final_changes(changes: pd.DataFrame) -> pd.DataFrame:
+    """`step_changes`' rows at each run's last evaluated step: its final minus base."""
     return changes[changes["last"]].drop(columns=["last", "base_policy"]).reset_index(drop=True)
+
+
+def run_changes(tree: Path, task: str, method: str, metric: str) -> pd.DataFrame:
+    """Every evaluated run's final minus base (`final_changes` of `step_changes`)."""
+    return final_changes(step_changes(tree, task, method, metric))
 
 
 def drift_by_step(changes: pd.DataFrame) -> pd.DataFrame:
@@ -222,7 +226,7 @@ def main(argv=None) -> None:
     for label, tree in args.draw:
         for method in [CONTROL, *args.contrast]:
             changes = step_changes(tree, args.task, method, metric)
-            runs = changes[changes["last"]].drop(columns=["last", "base_policy"]).reset_index(drop=True)
+            runs = final_changes(changes)
             every_run.append(runs.assign(draw=label, method=method))
             rows.append({"draw": label, "method": method, **components(runs, bound, args.resamples, SEED)})
             by_step.append(drift_by_step(changes).assign(draw=label, method=method))

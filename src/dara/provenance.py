@@ -65,6 +65,12 @@ def without_report_revision(text: str) -> str:
     return REPORT_REVISION.sub("at code revision <revision>", text)
 
 
+def code_label(revision: str, dirty: bool | None, width: int = 7) -> str:
+    """A record's code for a page: the revision cut to ``width``, "+edits" where its checkout carried uncommitted
+    edits, "+edits?" where its record does not say (``dirty`` None)."""
+    return revision[:width] + {True: "+edits", False: "", None: "+edits?"}[dirty]
+
+
 def read_revision(run_dir: str | Path) -> str:
     """The revision a run's ``git_revision.txt`` names (`read_revision_record`'s, which checks both lines)."""
     return read_revision_record(run_dir)["revision"]
