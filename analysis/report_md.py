@@ -19,7 +19,7 @@ from dara.analysis.cli import parse_inputs
 from dara.analysis.crossing import MEDIAN_NAME, crossing_summary, outcome_records
 from dara.analysis.mechanism_toy import ToyConfig
 from dara.io import write_text_atomic
-from dara.provenance import git_revision
+from dara.provenance import code_label, git_revision
 from dara.analysis.paper_comparison import (crossing_comparison, headline_claims, non_inferiority, paper_model_size,
                                             regime_check, stable_window, table_comparison)
 from dara.analysis.paper_reference import PaperReference
@@ -116,9 +116,10 @@ def _denser_regime(crossings: pd.DataFrame, metrics: pd.DataFrame | None, config
 
 
 def _revision() -> str:
-    """The short revision of the code that wrote the report (`dara.provenance.git_revision`), "+edits" if dirty."""
+    """The short revision of the code that wrote the report (`dara.provenance.git_revision`), "+edits" if dirty,
+    "+edits?" where git could not say."""
     found = git_revision()
-    return found["revision"][:12] + ("+edits" if found["dirty"] else "")
+    return code_label(found["revision"], found["dirty"], width=12)
 
 
 def main(argv=None):

@@ -57,11 +57,11 @@ from dara import kernels
 from dara.experiments import load_experiment
 from dara.io import write_text_atomic
 from dara.provenance import (
-    REPORT_REVISION,
     code_label,
     git_revision,
     read_machine,
     read_revision_record,
+    report_revision,
     without_report_revision,
 )
 from dara.runs import find_run_by_dir
@@ -376,10 +376,10 @@ def _redirected(command: str, results: str, out: Path) -> list[str]:
     return argv[1:]
 
 
-def _report_revision(path: Path) -> tuple[str, bool]:
-    """The revision REPORT.md names and whether it carried edits; ("", False) where it names none."""
-    found = REPORT_REVISION.search(path.read_text())
-    return (found.group(1), bool(found.group(2))) if found else ("", False)
+def _report_revision(path: Path) -> tuple[str, bool | None]:
+    """The revision REPORT.md names and whether it carried edits (None: not known); ("", False) where it names
+    none."""
+    return report_revision(path.read_text()) or ("", False)
 
 
 def _report_digest(path: Path) -> str:

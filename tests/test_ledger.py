@@ -229,6 +229,17 @@ def test_an_analysis_with_uncommitted_edits_is_refused(tmp_path):
         ledger.draw_rows(results)
 
 
+@pytest.mark.parametrize("label", ["abcdef123456+edits?", "unknown"])
+def test_an_analysis_by_code_of_unknown_state_is_refused(tmp_path, label):
+    """A report written where git could not say (outside a checkout: "unknown", or an unknown edit state) names no
+    code that made its verdicts."""
+    results = finished_tree(tmp_path)
+    report = results / "REPORT.md"
+    report.write_text(report.read_text().replace("abcdef123456", label))
+    with pytest.raises(ledger.DrawError, match="whose edits git could not tell"):
+        ledger.draw_rows(results)
+
+
 def test_a_draw_mixing_code_revisions_is_refused(tmp_path):
     other = "1234567" + SHA[7:]
     with pytest.raises(ledger.DrawError, match=f"mix 2 code revisions \\({other}, {SHA}\\)"):

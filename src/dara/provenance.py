@@ -56,8 +56,18 @@ def read_revision_record(run_dir: str | Path) -> dict[str, Any]:
     return {"revision": lines[0].removeprefix("revision: "), "dirty": states[state]}
 
 
-# REPORT.md's line naming the code that wrote it (analysis/report_md.py: a short revision, "+edits" where dirty)
-REPORT_REVISION = re.compile(r"at code revision ([0-9a-f]+)(\+edits)?")
+# REPORT.md's line naming the code that wrote it (analysis/report_md.py: `code_label`'s short revision, "unknown"
+# outside a checkout, "+edits" where dirty, "+edits?" where the state is unknown)
+REPORT_REVISION = re.compile(r"at code revision ([0-9a-f]+|unknown)(\+edits\??)?")
+
+
+def report_revision(text: str) -> tuple[str, bool | None] | None:
+    """The code a report names, as ``(revision, dirty)`` with ``dirty`` None where it says "+edits?"; None where it
+    names none."""
+    found = REPORT_REVISION.search(text)
+    if not found:
+        return None
+    return found.group(1), {None: False, "+edits": True, "+edits?": None}[found.group(2)]
 
 
 def without_report_revision(text: str) -> str:
