@@ -639,11 +639,28 @@ def test_the_old_ours_texts_parse(text, kind, expected):
     assert tuple(_nan_or(found[key]) for key in keys) == expected
 
 
-def test_the_snapshots_draw_is_the_ledgers_last():
-    """make snapshot appends the draw it copies: the committed ledger ends with the snapshot's training revision."""
+def test_the_snapshots_draw_is_the_ledgers_last_new_one():
+    """make snapshot appends the draw it copies, so the committed ledger holds the snapshot's draw, and any draw
+    recorded after it re-reads the same runs (a draw repeated on another CPU: `analysis/ledger.py append`) with the
+    same claims and verdicts: no newer draw of other runs is left out of the snapshot."""
     revision = ledger.training_revision_from_record((ROOT / "docs" / "results" / "REVISION").read_text())
     table = ledger.read_ledger(LEDGER)
-    last = table[table["draw_id"] == ledger.draw_order(table)[-1]]
-    assert set(last["training_revision"]) == {revision} and set(last["claim_rules"]) == {"v2"}
+    order = ledger.draw_order(table)
+    mine = [draw for draw in order if set(table.loc[table["draw_id"] == draw, "training_revision"]) == {revision}]
+    assert len(mine) == 1, f"the ledger records {len(mine)} draws of the snapshot's runs at {revision}"
     claims = ledger.read_markdown_table((ROOT / "docs" / "results" / "claims.md").read_text())
-    assert last["claim"].tolist() == claims["claim"].tolist() and last["verdict"].tolist() == claims["verdict"].tolist()
+    for draw in order[order.index(mine[0]):]:
+        assert draw == mine[0] or ledger.repeats_runs(table, draw, mine[0]), f"{draw} is a newer draw of other runs"
+        rows = table[table["draw_id"] == draw]
+        assert set(rows["claim_rules"]) == {"v2"}
+        assert rows["claim"].tolist() == claims["claim"].tolist(), draw
+        assert rows["verdict"].tolist() == claims["verdict"].tolist(), draw
+
+
+def test_a_draw_repeats_runs_only_where_every_task_has_the_same_first_draw():
+    rows = [("a", "toolcall", None), ("a", "math_length", None), ("b", "toolcall", "a"), ("b", "math_length", "a"),
+            ("c", "toolcall", "b"), ("c", "math_length", None), ("d", "toolcall", None)]
+    table = pd.DataFrame(rows, columns=["draw_id", "task", "same_runs_as"])
+    assert ledger.repeats_runs(table, "b", "a") and ledger.repeats_runs(table, "a", "b")
+    assert not ledger.repeats_runs(table, "c", "a")  # its math runs are new
+    assert not ledger.repeats_runs(table, "d", "a") and not ledger.repeats_runs(table, "e", "a")

@@ -234,6 +234,13 @@ def _root(ledger: pd.DataFrame, draw_id: str, task: str) -> str:
         seen.append(str(repeats.iloc[0]))
 
 
+def repeats_runs(ledger: pd.DataFrame, later: str, earlier: str) -> bool:
+    """Whether draw ``later`` re-reads ``earlier``'s training runs of every task it has (their first draws are the
+    same, :func:`_root`), so that it is no new draw of them; False where ``later`` records no task."""
+    tasks = ledger.loc[ledger["draw_id"] == later, "task"].dropna().unique()
+    return len(tasks) > 0 and all(_root(ledger, later, task) == _root(ledger, earlier, task) for task in tasks)
+
+
 def _earlier_same_runs(ledger: pd.DataFrame, row) -> str | None:
     """A new row's ``same_runs_as``: the first recorded draw whose runs of the row's task have the row's
     fingerprint (followed to the draw it repeats in turn), else None; one given with the row must be recorded."""
