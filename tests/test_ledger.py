@@ -646,8 +646,9 @@ def test_the_snapshots_draw_is_the_ledgers_last_new_one():
     revision = ledger.training_revision_from_record((ROOT / "docs" / "results" / "REVISION").read_text())
     table = ledger.read_ledger(LEDGER)
     order = ledger.draw_order(table)
+    # the first draw of the snapshot's training code (a repeat of it on another CPU type has the same revision)
     mine = [draw for draw in order if set(table.loc[table["draw_id"] == draw, "training_revision"]) == {revision}]
-    assert len(mine) == 1, f"the ledger records {len(mine)} draws of the snapshot's runs at {revision}"
+    assert mine, f"the ledger records no draw of the snapshot's runs at {revision}"
     claims = ledger.read_markdown_table((ROOT / "docs" / "results" / "claims.md").read_text())
     for draw in order[order.index(mine[0]):]:
         assert draw == mine[0] or ledger.repeats_runs(table, draw, mine[0]), f"{draw} is a newer draw of other runs"
