@@ -50,7 +50,7 @@ from benchmarks.bench_attention import machine_text
 from benchmarks.bench_row_scaling import load_measured_run, setting_text, step_prompts, update_pass
 from benchmarks.profile_trainer import add_run_arguments
 from dara.io import write_text_atomic
-from dara.tiny.policy import load_policy, rollout, token_logprobs
+from dara.tiny.policy import load_policy, rollout, shared_prompt_prefill, token_logprobs
 
 LAYOUTS = ("padded", "as if packed", "width buckets")
 BUCKETS = 2
@@ -87,10 +87,7 @@ def bucketed_logprobs(model, batch: dict[str, torch.Tensor], group_size: int, bu
     ids, attention, scored = batch["input_ids"], batch["attention_mask"], batch["response_mask"].bool()
     start = int(batch["prompt_length"])
     positions = (attention.long().cumsum(-1) - 1).clamp(min=0)
-    prefill = DynamicCache(config=model.config)
-    first = model.model(input_ids=ids[::group_size, :start], attention_mask=attention[::group_size, :start],
-                        position_ids=positions[::group_size, :start], past_key_values=prefill,
-                        use_cache=True).last_hidden_state[:, -1:]
+    first, prefill = shared_prompt_prefill(model, ids, attention, positions, start, group_size)
     prompt_cache = [(layer.keys, layer.values) for layer in prefill.layers]
     lengths = scored.sum(dim=1)
     logp = torch.zeros(scored.shape)

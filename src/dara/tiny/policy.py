@@ -335,8 +335,23 @@ def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
 def _hidden_with_shared_prompts(model, input_ids, attention_mask, position_ids, start: int,
                                 group_size: int) -> torch.Tensor:
     """The last hidden states (B, T-start, hidden) that predict ``input_ids[:, start:]``, with each group's prompt
-    computed once: a prefill of one row per group, whose last position predicts the first response token, then the
-    responses' forward over the prefill's keys and values repeated ``group_size`` times."""
+    computed once: a prefill of one row per group (`shared_prompt_prefill`), whose last position predicts the first
+    response token, then the responses' forward over the prefill's keys and values repeated ``group_size`` times."""
+    first, cache = shared_prompt_prefill(model, input_ids, attention_mask, position_ids, start, group_size)
+    first = first.repeat_interleave(group_size, 0)
+    if input_ids.shape[1] - start == 1:
+        return first
+    cache.batch_repeat_interleave(group_size)
+    rest = model.model(input_ids=input_ids[:, start:-1], attention_mask=attention_mask[:, :-1],
+                       position_ids=position_ids[:, start:-1], past_key_values=cache, use_cache=True).last_hidden_state
+    return torch.cat([first, rest], dim=1)
+
+
+def shared_prompt_prefill(model, input_ids, attention_mask, position_ids, start: int,
+                          group_size: int) -> tuple[torch.Tensor, DynamicCache]:
+    """The prompts of rows in consecutive groups of ``group_size`` that share their first ``start`` tokens and mask
+    (checked), computed once per group: the last prompt position's hidden state (groups, 1, hidden), which predicts
+    the first response token, and the prefill's cache (one row per group)."""
     rows = input_ids.shape[0]
     if group_size < 1 or rows % group_size:
         raise ValueError(f"prompt_group_size={group_size} does not divide the batch's {rows} rows")
@@ -349,10 +364,4 @@ def _hidden_with_shared_prompts(model, input_ids, attention_mask, position_ids, 
     cache = DynamicCache(config=model.config)
     first = model.model(input_ids=first_ids, attention_mask=first_mask, position_ids=position_ids[::group_size, :start],
                         past_key_values=cache, use_cache=True).last_hidden_state[:, -1:]
-    first = first.repeat_interleave(group_size, 0)
-    if input_ids.shape[1] - start == 1:
-        return first
-    cache.batch_repeat_interleave(group_size)
-    rest = model.model(input_ids=input_ids[:, start:-1], attention_mask=attention_mask[:, :-1],
-                       position_ids=position_ids[:, start:-1], past_key_values=cache, use_cache=True).last_hidden_state
-    return torch.cat([first, rest], dim=1)
+    return first, cache
