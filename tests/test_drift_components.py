@@ -30,7 +30,8 @@ def _tree(root, method: str, changes: dict[int, list[float]], *, base: float = 0
 
 def test_each_run_is_read_at_its_last_step_against_its_base(tmp_path):
     _tree(tmp_path, "shuffled", {0: [-6.0, 2.0], 1: [4.0]})
-    runs = drift_components.run_changes(tmp_path, "math_length", "shuffled", "metrics/accuracy").sort_values("seed")
+    runs = drift_components.final_changes(drift_components.step_changes(
+        tmp_path, "math_length", "shuffled", "metrics/accuracy")).sort_values("seed")
     assert runs["seed"].tolist() == [0, 1, 5] and runs["warm_start"].tolist() == [0, 1, 0]
     assert runs["step"].tolist() == [80, 80, 80]
     np.testing.assert_allclose(runs["change"], [-6.0, 4.0, 2.0])
@@ -40,11 +41,11 @@ def test_a_run_without_its_base_or_metric_is_refused_naming_it(tmp_path):
     _tree(tmp_path, "shuffled", {0: [1.0]})
     (tmp_path / "eval/math_length/shuffled/G8/seed0/step0.json").unlink()
     with pytest.raises(ValueError, match=r"without both a step-0 and a later evaluation.*'shuffled', 8, 0\)"):
-        drift_components.run_changes(tmp_path, "math_length", "shuffled", "metrics/accuracy")
+        drift_components.step_changes(tmp_path, "math_length", "shuffled", "metrics/accuracy")
     with pytest.raises(ValueError, match="no evaluated gdpo runs"):
-        drift_components.run_changes(tmp_path, "math_length", "gdpo", "metrics/accuracy")
+        drift_components.step_changes(tmp_path, "math_length", "gdpo", "metrics/accuracy")
     with pytest.raises(ValueError, match="no 'metrics/correct'"):
-        drift_components.run_changes(tmp_path, "math_length", "shuffled", "metrics/correct")
+        drift_components.step_changes(tmp_path, "math_length", "shuffled", "metrics/correct")
 
 
 def test_the_reading_is_the_median_of_the_warm_starts_medians_not_of_the_pooled_runs():

@@ -78,11 +78,6 @@ def final_changes(changes: pd.DataFrame) -> pd.DataFrame:
     return changes[changes["last"]].drop(columns=["last", "base_policy"]).reset_index(drop=True)
 
 
-def run_changes(tree: Path, task: str, method: str, metric: str) -> pd.DataFrame:
-    """Every evaluated run's final minus base (`final_changes` of `step_changes`)."""
-    return final_changes(step_changes(tree, task, method, metric))
-
-
 def drift_by_step(changes: pd.DataFrame) -> pd.DataFrame:
     """Per evaluated step: the mean change over warm starts and its standard error (each warm start's mean over its
     seeds is one value: the warm start is the unit, for the mean as for its error, so a warm start with more seeds,
