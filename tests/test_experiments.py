@@ -5,6 +5,7 @@ import dataclasses
 import json
 
 import pytest
+import torch
 import yaml
 
 from dara.experiments import EXPERIMENTS_DIR, ExperimentError, default_settings, load_experiment, \
@@ -185,8 +186,9 @@ def test_defaults_come_from_the_schema_and_fill_what_a_file_leaves_out(tmp_path)
     assert run.settings["eval_every"] == defaults["eval_every"] and run.checkpoint_steps == [0, 3]
     assert static.settings["static_weights"] == [5.0, 1.0] and "static_weights" not in run.settings
     assert warm_start_settings(experiment, "toolcall")["model"]["hidden_size"] > 0
-    # every trainer setting has a schema default except the static weights (no sensible default exists)
-    assert set(TrainSettings.__dataclass_fields__) - set(defaults) == {"task_options", "static_weights"}
+    # every trainer setting has a schema default except the static weights (no sensible default exists) and the
+    # schedule, unset where constant (so runs made before it existed keep their settings)
+    assert set(TrainSettings.__dataclass_fields__) - set(defaults) == {"task_options", "static_weights", "lr_schedule"}
 
 
 def test_the_dara_algorithm_constants_match_the_schema_defaults():
@@ -235,6 +237,45 @@ def test_a_verl_run_takes_the_stated_cpu_trainer_settings_in_verls_keys():
     assert "learning_rate" not in paper_run.settings and "kl_coef" not in paper_run.settings
 
 
+def test_a_cosine_schedule_reaches_verl_and_its_tiny_twin():
+    """verl's optimiser config names the same two schedules (constant, cosine, half a cycle to a minimum ratio of 0
+    by default): stated once in the shared settings, each trainer reads it; unset, neither run carries it."""
+    experiment = copy.deepcopy(load_experiment("verl_cpu"))
+    assert "lr_scheduler_type" not in str(_verl_cpu_toolcall(experiment).settings)
+    experiment["settings"]["lr_schedule"] = "cosine"
+    run = _verl_cpu_toolcall(experiment)
+    assert run.settings["verl"]["actor_rollout_ref.actor.optim.lr_scheduler_type"] == "cosine"
+    twin = next(r for r in run_matrix(experiment) if r.backend == "tiny" and r.task == "toolcall")
+    args = TrainSettings.of(twin)
+    assert args.lr_schedule == "cosine" and args.minibatches == 1
+
+
+@pytest.mark.parametrize("warm_up", [0, 3])
+def test_verls_cosine_schedule_gives_each_step_the_tiny_trainers_rate(warm_up):
+    """verl steps its scheduler once per rollout step (one update a step, as the rule above requires), from the
+    run's settings as its FSDP engine builds it (min_lr_ratio 0, half a cycle, steps numbered from 0)."""
+    from verl.utils.torch_functional import get_cosine_schedule_with_warmup
+
+    from dara.tiny.trainer import learning_rate
+
+    experiment = copy.deepcopy(load_experiment("verl_cpu"))
+    experiment["settings"].update(lr_schedule="cosine", lr_warmup_updates=warm_up)
+    twin = next(r for r in run_matrix(experiment) if r.backend == "tiny" and r.task == "toolcall")
+    args = TrainSettings.of(twin)
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=args.learning_rate)
+    schedule = get_cosine_schedule_with_warmup(optimizer, num_warmup_steps=warm_up, num_training_steps=args.steps,
+                                               min_lr_ratio=0.0, num_cycles=0.5, zero_indexed_step=True)
+    verl_rates = []
+    for _ in range(args.steps):
+        verl_rates.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        schedule.step()
+    ours = [learning_rate(step, args) for step in range(args.steps)]
+    # verl writes the cosine as 0.5 cos + 0.5, transformers (and the tiny trainer) as 0.5 (1 + cos): equal to rounding
+    assert ours == pytest.approx(verl_rates, rel=1e-12, abs=1e-18)
+    assert ours[-1] < ours[warm_up] == args.learning_rate
+
+
 @pytest.mark.parametrize("verl_key, shared", [("actor_rollout_ref.actor.optim.lr", "learning_rate"),
                                               ("actor_rollout_ref.actor.kl_loss_type", "kl_coef"),
                                               ("trainer.save_freq", "eval_every")])
@@ -258,6 +299,14 @@ def test_a_paper_setting_restated_or_a_shared_one_verl_cannot_follow_fails():
     experiment["settings"].update(minibatches=2, lr_warmup_updates=4)
     with pytest.raises(ExperimentError, match=r"lr_warmup_updates=4 counts updates"):
         run_matrix(experiment)
+    experiment = copy.deepcopy(load_experiment("verl_cpu"))
+    experiment["settings"].update(minibatches=2, lr_schedule="cosine")
+    with pytest.raises(ExperimentError, match=r"lr_schedule=cosine decays over updates, verl's over steps"):
+        run_matrix(experiment)
+    experiment = copy.deepcopy(load_experiment("verl_cpu"))
+    experiment["settings"]["lr_schedule"] = "linear"  # neither trainer has it
+    with pytest.raises(ExperimentError, match=r"settings/lr_schedule"):
+        validate_experiment(experiment)
 
 
 @pytest.mark.parametrize("scale", ["tiny", "smoke", "verl_cpu", "paper"])

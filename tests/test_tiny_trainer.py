@@ -12,7 +12,7 @@ from dara.experiments import default_settings
 from dara.tiny.policy import (encode_prompts, generate, load_policy, policy_digest, rollout, save_policy,
                               token_logprobs)
 from dara.runs import Run
-from dara.tiny.trainer import TrainSettings, learning_rate, train
+from dara.tiny.trainer import TrainSettings, learning_rate, resolved_config, train
 from dara.tiny.warmstart import warm_start
 from experiment_defaults import small_warm_start
 
@@ -115,13 +115,14 @@ def _killed_at_step_three(policy, results, monkeypatch, **overrides) -> dict[str
     return calls
 
 
-@pytest.mark.parametrize("lr_warmup_updates", [0, 5])
-def test_a_killed_run_resumes_to_the_same_metrics(act_policy, tmp_path, monkeypatch, lr_warmup_updates):
-    """With a warm-up too: the schedule follows the update's number, which a resumed run recomputes."""
-    reference, uninterrupted = _train(act_policy, tmp_path / "uninterrupted", lr_warmup_updates=lr_warmup_updates)
-    calls = _killed_at_step_three(act_policy, tmp_path / "resumed", monkeypatch, lr_warmup_updates=lr_warmup_updates)
+@pytest.mark.parametrize("lr_warmup_updates, lr_schedule", [(0, "constant"), (5, "constant"), (2, "cosine")])
+def test_a_killed_run_resumes_to_the_same_metrics(act_policy, tmp_path, monkeypatch, lr_warmup_updates, lr_schedule):
+    """With a warm-up and a decay too: the schedule follows the update's number, which a resumed run recomputes."""
+    schedule = {"lr_warmup_updates": lr_warmup_updates, "lr_schedule": lr_schedule}
+    reference, uninterrupted = _train(act_policy, tmp_path / "uninterrupted", **schedule)
+    calls = _killed_at_step_three(act_policy, tmp_path / "resumed", monkeypatch, **schedule)
     resumed_folder = Path(_run(tmp_path / "resumed").run_dir)
-    resumed, _ = _train(act_policy, tmp_path / "resumed", lr_warmup_updates=lr_warmup_updates)
+    resumed, _ = _train(act_policy, tmp_path / "resumed", **schedule)
 
     assert calls["n"] == 4  # the resumed run redid only steps 2 and 3, with the real function
     columns = [c for c in reference.columns if c != "seconds"]
@@ -129,9 +130,15 @@ def test_a_killed_run_resumes_to_the_same_metrics(act_policy, tmp_path, monkeypa
     pd.testing.assert_frame_equal(pd.read_parquet(uninterrupted / "rollouts.parquet"),
                                   pd.read_parquet(resumed_folder / "rollouts.parquet"))
     # two updates a step: the learning rate of each step's last update, numbers 1, 3, 5, 7
-    peak = default_settings()["learning_rate"]
-    assert reference["learning_rate"].tolist() == pytest.approx(
-        [peak * min(1, u / lr_warmup_updates) if lr_warmup_updates else peak for u in (1, 3, 5, 7)])
+    settings = TrainSettings.of(_run(tmp_path, **schedule))
+    assert reference["learning_rate"].tolist() == pytest.approx([learning_rate(u, settings) for u in (1, 3, 5, 7)])
+    if lr_schedule == "constant":
+        peak = default_settings()["learning_rate"]
+        assert reference["learning_rate"].tolist() == pytest.approx(
+            [peak * min(1, u / lr_warmup_updates) if lr_warmup_updates else peak for u in (1, 3, 5, 7)])
+    else:  # past the warm-up (update 1 is in it), each step's last update a lower rate than the one before
+        rates = reference["learning_rate"].tolist()
+        assert rates[0] < rates[1] and rates[1] > rates[2] > rates[3] > 0
     final_a = load_policy(uninterrupted / "checkpoints" / "step4")[1].state_dict()
     final_b = load_policy(resumed_folder / "checkpoints" / "step4")[1].state_dict()
     assert all(torch.equal(final_a[k], final_b[k]) for k in final_a)
@@ -215,6 +222,7 @@ def test_gd2po_and_static_methods_run(act_policy, tmp_path):
     ({"responses_per_step": 15}, "multiple of group_size"),
     ({"group_size": 1}, "group_size"),
     ({"lr_warmup_updates": -1}, "lr_warmup_updates"),
+    ({"lr_schedule": "linear"}, "lr_schedule must be one of constant, cosine"),
     ({"responses_per_step": 12, "minibatches": 2}, "whole prompt groups"),  # 3 prompts of G = 4 in 2 minibatches
 ])
 def test_bad_arguments_raise(overrides, message, tmp_path):
@@ -228,6 +236,38 @@ def test_learning_rate_warms_up_linearly_over_the_first_updates(tmp_path):
     warm = TrainSettings.of(_run(tmp_path, learning_rate=0.01, lr_warmup_updates=4))
     assert [learning_rate(u, warm) for u in range(7)] == pytest.approx([0, 0.0025, 0.005, 0.0075, 0.01, 0.01, 0.01])
     assert learning_rate(2, warm) == warm.learning_rate / 2 and learning_rate(1000, warm) == warm.learning_rate
+
+
+@pytest.mark.parametrize("warm_up", [0, 4])
+def test_the_cosine_schedule_is_transformers_factor_for_factor(tmp_path, warm_up):
+    """TRL's run of the same settings steps transformers' cosine schedule over max_steps = steps x minibatches
+    updates: the tiny trainer's rates are its, bit for bit, from the warm-up to the last update (not yet 0)."""
+    from transformers import get_cosine_schedule_with_warmup
+
+    settings = TrainSettings.of(_run(tmp_path, learning_rate=0.01, lr_warmup_updates=warm_up, lr_schedule="cosine",
+                                     steps=10, minibatches=2))
+    updates = settings.steps * settings.minibatches
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=settings.learning_rate)
+    schedule = get_cosine_schedule_with_warmup(optimizer, num_warmup_steps=warm_up, num_training_steps=updates)
+    expected = []
+    for _ in range(updates):
+        expected.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        schedule.step()
+    ours = [learning_rate(u, settings) for u in range(updates)]
+    assert ours == expected
+    assert ours[warm_up] == settings.learning_rate and 0 < ours[-1] < settings.learning_rate / 100
+    assert all(a > b for a, b in zip(ours[warm_up:], ours[warm_up + 1:]))
+
+
+def test_a_constant_schedule_stays_out_of_the_runs_config(tmp_path):
+    """Runs made before lr_schedule existed keep their config.yaml; a cosine run records it."""
+    constant = _run(tmp_path, lr_schedule="constant")
+    assert "lr_schedule" not in resolved_config(constant, TrainSettings.of(constant))
+    assert resolved_config(constant, TrainSettings.of(constant)) == resolved_config(
+        _run(tmp_path), TrainSettings.of(_run(tmp_path)))
+    cosine = _run(tmp_path, lr_schedule="cosine")
+    assert resolved_config(cosine, TrainSettings.of(cosine))["lr_schedule"] == "cosine"
 
 
 def test_generate_is_reproducible_from_a_seed(act_policy):

@@ -422,11 +422,12 @@ def test_cli_writes_the_tiny_trainers_schema_for_the_tiny_trainers_prompts(polic
     assert not list((runs / "seed1").rglob("*.tmp*"))
 
 
-@pytest.mark.parametrize("warmup", [0, 4])
-def test_trl_config_maps_the_learning_rate_warm_up_to_transformers_schedule(tmp_path, warmup):
+@pytest.mark.parametrize("warmup, decay", [(0, "constant"), (4, "constant"), (0, "cosine"), (4, "cosine")])
+def test_trl_config_maps_the_learning_rate_schedule_to_transformers_schedule(tmp_path, warmup, decay):
     """TRL's scheduler, built from the config as transformers' Trainer builds it, gives every optimizer update the
-    learning rate the tiny trainer gives it (dara.tiny.trainer.learning_rate)."""
-    from transformers import SchedulerType, get_constant_schedule_with_warmup, get_scheduler
+    learning rate the tiny trainer gives it (dara.tiny.trainer.learning_rate), its warm-up and its decay."""
+    from transformers import (SchedulerType, get_constant_schedule_with_warmup, get_cosine_schedule_with_warmup,
+                              get_scheduler)
 
     from dara.experiments import default_settings
     from dara.runs import Run
@@ -435,13 +436,17 @@ def test_trl_config_maps_the_learning_rate_warm_up_to_transformers_schedule(tmp_
 
     run = Run(scale="trltest", backend="trl", task="toolcall", method="gdpo", group_size=G, seed=0,
               results=str(tmp_path), settings={**default_settings(), "task_options": TOOLCALL_OPTIONS, "steps": 5,
-                                               "minibatches": 2, "learning_rate": 0.01, "lr_warmup_updates": warmup})
+                                               "minibatches": 2, "learning_rate": 0.01, "lr_warmup_updates": warmup,
+                                               "lr_schedule": decay})
     args = TrainSettings.of(run)
     config = trl_config(run, args, tmp_path / "trl", progress=False)
-    assert SchedulerType(config.lr_scheduler_type).value == ("constant_with_warmup" if warmup else "constant")
+    assert SchedulerType(config.lr_scheduler_type).value == (
+        "cosine" if decay == "cosine" else "constant_with_warmup" if warmup else "constant")
     assert config.warmup_steps == warmup and config.learning_rate == 0.01 and config.max_steps == 10
     expected = [learning_rate(update, args) for update in range(config.max_steps)]
-    assert expected[:5] == pytest.approx([0, 0.0025, 0.005, 0.0075, 0.01] if warmup else [0.01] * 5)
+    assert expected[:warmup + 1] == pytest.approx([0, 0.0025, 0.005, 0.0075, 0.01][-warmup - 1:])
+    # the constant schedule stays at its peak to the last update; the cosine one has decayed below it
+    assert (expected[-1] == 0.01) == (decay == "constant")
 
     def schedule(make):
         optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=config.learning_rate)
@@ -456,7 +461,8 @@ def test_trl_config_maps_the_learning_rate_warm_up_to_transformers_schedule(tmp_
     assert schedule(lambda opt: get_scheduler(config.lr_scheduler_type, opt,
                                               num_warmup_steps=config.get_warmup_steps(config.max_steps),
                                               num_training_steps=config.max_steps)) == pytest.approx(expected)
-    assert schedule(lambda opt: get_constant_schedule_with_warmup(opt, warmup)) == pytest.approx(expected)
+    assert schedule(lambda opt: (get_cosine_schedule_with_warmup(opt, warmup, config.max_steps) if decay == "cosine"
+                                 else get_constant_schedule_with_warmup(opt, warmup))) == pytest.approx(expected)
 
 
 @pytest.mark.parametrize("kl_coef", [0.0, 0.5])

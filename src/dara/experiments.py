@@ -47,8 +47,8 @@ VERL_SHARED_KEYS = ("w_max", "batch_norm", "static_weights")
 # ... and the CPU trainers' settings a verl run takes in verl's vocabulary, where an experiment states them (the
 # verl_cpu scale, whose tiny-trainer twins must be told the same thing): what each becomes, "verl/<key>" for a key of
 # the run's verl block, a bare name for a paper setting. Each fact is stated once: in the shared settings or in
-# verl's words, never both. Every other shared key is the CPU trainers' alone. kl_coef, minibatches and
-# lr_warmup_updates have rules of their own (`_translated_for_verl`).
+# verl's words, never both. Every other shared key is the CPU trainers' alone. kl_coef, minibatches,
+# lr_warmup_updates and lr_schedule have rules of their own (`_translated_for_verl`).
 VERL_EQUIVALENT_KEYS = {
     "steps": "steps",
     "responses_per_step": "responses_per_step",
@@ -61,6 +61,7 @@ VERL_EQUIVALENT_KEYS = {
     "eval_every": "verl/trainer.save_freq",             # the CPU trainers checkpoint at eval_every, verl at save_freq
     "minibatches": "mini_batch_responses",              # responses_per_step / minibatches
     "lr_warmup_updates": "verl/actor_rollout_ref.actor.optim.lr_warmup_steps",
+    "lr_schedule": "verl/actor_rollout_ref.actor.optim.lr_scheduler_type",  # verl's names: constant, cosine
     "kl_coef": "verl/actor_rollout_ref.actor.kl_loss_coef",
 }
 # kl_coef is the tiny trainer's k3 KL to the warm start, in the loss: verl's actor KL loss of type low_var_kl (k3,
@@ -373,6 +374,9 @@ def _translated_for_verl(shared: dict[str, Any], paper: dict[str, Any], where: s
             # verl steps its scheduler once per training step, the CPU trainers once per update
             raise ExperimentError(f"{where}: settings.lr_warmup_updates={value} counts updates, verl's warm-up "
                                   f"counts steps; they agree only with settings.minibatches: 1")
+        if key == "lr_schedule" and value != "constant" and shared.get("minibatches") != 1:
+            raise ExperimentError(f"{where}: settings.lr_schedule={value} decays over updates, verl's over steps; "
+                                  f"they agree only with settings.minibatches: 1")
         if key == "kl_coef":
             put(VERL_KL_KEYS[0], value > 0, key)
             put(VERL_KL_KEYS[1], "low_var_kl", key)

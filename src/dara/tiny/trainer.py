@@ -31,6 +31,7 @@ import copy
 import dataclasses
 import functools
 import json
+import math
 import os
 import random
 import sys
@@ -64,13 +65,16 @@ OPTIMIZER = "AdamW, fused"
 # predates). A state whose value differs is not resumed: the run would mix two trainers.
 STATE_MARKERS = {"minibatch_layout": (MINIBATCH_LAYOUT, "minibatches of whole prompt groups"),
                  "optimizer_kind": (OPTIMIZER, "the fused AdamW")}
+# The learning rate after its warm-up (`learning_rate`): the schedules transformers (TRL) and verl share.
+LR_SCHEDULES = ("constant", "cosine")
 
 
 @dataclass(frozen=True)
 class TrainSettings:
     """The settings of a CPU trainer's run, typed: a view of `dara.runs.Run.settings` (`of`). The run itself (task,
     method, G, seed, folders) is the `Run`; the settings have no defaults here: their one home is the experiment
-    schema (``src/dara/schemas/experiment.schema.json``), filled in by `dara.experiments.load_experiment`."""
+    schema (``src/dara/schemas/experiment.schema.json``), filled in by `dara.experiments.load_experiment`. Two that
+    the schema leaves unset have what unset means: ``static_weights`` (none) and ``lr_schedule`` (constant)."""
 
     task_options: dict[str, Any]
     """keyword arguments of the task (``dara.tasks.get_task``), e.g. ``format_rate``"""
@@ -116,6 +120,9 @@ class TrainSettings:
     """wandb project name"""
     static_weights: list[float] | None = None
     """fixed channel weights of static_sym / static_asym (one per reward, each >= 1); None for the other methods"""
+    lr_schedule: str = "constant"
+    """the learning rate after its warm-up (`LR_SCHEDULES`): "constant", or "cosine" decay towards 0 at the run's
+    last update"""
 
     @classmethod
     def of(cls, run) -> "TrainSettings":
@@ -138,6 +145,8 @@ class TrainSettings:
             raise ValueError("steps, minibatches, eval_every and state_every must be >= 1")
         if settings.lr_warmup_updates < 0:
             raise ValueError(f"lr_warmup_updates must be >= 0, got {settings.lr_warmup_updates}")
+        if settings.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {settings.lr_schedule!r}")
         if (settings.responses_per_step // run.group_size) % settings.minibatches:
             raise ValueError(f"{settings.responses_per_step // run.group_size} prompts per step "
                              f"(responses_per_step={settings.responses_per_step} / G={run.group_size}) do not split "
@@ -159,17 +168,30 @@ def resolved_config(run, settings: TrainSettings) -> dict[str, Any]:
               "warm_start": run.warm_start, **dataclasses.asdict(settings)}
     for key in ("wandb", "wandb_project"):
         values.pop(key)
+    if values["lr_schedule"] == "constant":
+        # left out at its default, as the experiment's settings leave it out: the runs made before the setting
+        # existed keep their config and their workflow params
+        values.pop("lr_schedule")
     return values
 
 
 def learning_rate(update: int, args: TrainSettings) -> float:
-    """The learning rate of optimizer update number ``update`` (0-based): linear warm-up from 0, then constant, as
-    the constant-with-warm-up schedules of transformers (TRL) and verl (``update / warm-up``, so update 0 only fills
-    Adam's moments). A fresh AdamW's first updates move every weight by about the learning rate whatever the
-    gradient's scale (bias correction); the warm-up keeps them from drifting the warm-start policy."""
-    if args.lr_warmup_updates <= 0:
+    """The learning rate of optimizer update number ``update`` (0-based): linear warm-up from 0, then constant or a
+    cosine decay, as the schedules of transformers (TRL: constant-with-warm-up, cosine-with-warm-up) and verl
+    (``update / warm-up``, so update 0 only fills Adam's moments). A fresh AdamW's first updates move every weight by
+    about the learning rate whatever the gradient's scale (bias correction); the warm-up keeps them from drifting the
+    warm-start policy.
+
+    The cosine decay is transformers' ``get_cosine_schedule_with_warmup`` (half a cycle, to 0) over the run's
+    ``steps x minibatches`` updates: the same factor in every bit; verl's (``min_lr_ratio`` 0) writes the same
+    formula as ``0.5 cos + 0.5``, equal to rounding."""
+    warm_up = args.lr_warmup_updates
+    if warm_up > 0 and update < warm_up:
+        return args.learning_rate * min(1.0, update / warm_up)
+    if args.lr_schedule == "constant":
         return args.learning_rate
-    return args.learning_rate * min(1.0, update / args.lr_warmup_updates)
+    progress = (update - warm_up) / max(1, args.steps * args.minibatches - warm_up)
+    return args.learning_rate * max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
 
 
 def ppo_update(model, optimizer, ref_logp, old_logp, batch, advantages, loss_weights, args: TrainSettings,

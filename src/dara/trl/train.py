@@ -12,7 +12,7 @@ How the tiny trainer's settings map onto TRL (``trl_config``): one rollout step 
 ``responses_per_step / minibatches`` completions each, one epoch), so ``max_steps = steps * minibatches``;
 ``loss_type="bnpo"`` (token mean per minibatch, the tiny trainer's loss; TRL's default is ``dapo``), constant
 learning rate after a linear warm-up over ``lr_warmup_updates`` optimizer steps (``constant_with_warmup``; plain
-``constant`` at 0), AdamW without weight decay, ``epsilon = clip_ratio``, ``beta = kl_coef`` with the KL term not
+``constant`` at 0; ``cosine`` where ``lr_schedule`` says so, decaying over ``max_steps``), AdamW without weight decay, ``epsilon = clip_ratio``, ``beta = kl_coef`` with the KL term not
 weighted by the importance ratio (``use_bias_correction_kl=False``). Differences that remain are listed in
 docs/trl.md.
 
@@ -111,8 +111,10 @@ def trl_config(run, args: TrainSettings, output_dir: str | Path, progress: bool 
         num_generations=run.group_size, max_steps=args.steps * args.minibatches,
         max_completion_length=args.max_new_tokens, temperature=args.temperature, top_p=1.0, top_k=0,
         learning_rate=args.learning_rate, weight_decay=0.0,
-        # dara.tiny.trainer.learning_rate's schedule: transformers' constant one, with its linear warm-up from 0
-        lr_scheduler_type="constant_with_warmup" if args.lr_warmup_updates else "constant",
+        # dara.tiny.trainer.learning_rate's schedule: transformers' constant or cosine one (over max_steps, the
+        # run's updates), with its linear warm-up from 0
+        lr_scheduler_type=("cosine" if args.lr_schedule == "cosine"
+                           else "constant_with_warmup" if args.lr_warmup_updates else "constant"),
         warmup_steps=args.lr_warmup_updates,
         # fused, as the tiny trainer's: its kernel takes the exact square root, torch.sqrt depends on the CPU
         # (dara.advantages.exact_sqrt)
