@@ -251,20 +251,35 @@ def test_a_cosine_schedule_reaches_verl_and_its_tiny_twin():
 
 
 @pytest.mark.parametrize("warm_up", [0, 3])
-def test_verls_cosine_schedule_gives_each_step_the_tiny_trainers_rate(warm_up):
-    """verl steps its scheduler once per rollout step (one update a step, as the rule above requires), from the
-    run's settings as its FSDP engine builds it (min_lr_ratio 0, half a cycle, steps numbered from 0)."""
+def test_verls_cosine_schedule_gives_each_step_the_tiny_trainers_rate(warm_up, tmp_path):
+    """verl steps its scheduler once per rollout step (one update a step, as the rule above requires); built as its
+    FSDP engine builds it (`_build_lr_scheduler`) from the launcher's config values and verl's optimiser defaults."""
     from verl.utils.torch_functional import get_cosine_schedule_with_warmup
+    from verl.workers.config import FSDPOptimizerConfig
 
     from dara.tiny.trainer import learning_rate
+    from dara.verl_backend.launch import verl_overrides
 
     experiment = copy.deepcopy(load_experiment("verl_cpu"))
     experiment["settings"].update(lr_schedule="cosine", lr_warmup_updates=warm_up)
-    twin = next(r for r in run_matrix(experiment) if r.backend == "tiny" and r.task == "toolcall")
+    runs = run_matrix(experiment)
+    verl_run = next(r for r in runs if r.backend == "verl" and r.task == "toolcall")
+    twin = next(r for r in runs if r.backend == "tiny" and r.task == "toolcall")
     args = TrainSettings.of(twin)
-    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=args.learning_rate)
-    schedule = get_cosine_schedule_with_warmup(optimizer, num_warmup_steps=warm_up, num_training_steps=args.steps,
-                                               min_lr_ratio=0.0, num_cycles=0.5, zero_indexed_step=True)
+    values = verl_overrides(verl_run, tmp_path / "run", data_dir=tmp_path / "data")
+    optim = FSDPOptimizerConfig(lr=values["actor_rollout_ref.actor.optim.lr"],
+                                lr_warmup_steps=values["actor_rollout_ref.actor.optim.lr_warmup_steps"],
+                                lr_scheduler_type=values["actor_rollout_ref.actor.optim.lr_scheduler_type"],
+                                total_training_steps=values["trainer.total_training_steps"])
+    assert optim.lr_scheduler_type == "cosine" and optim.total_training_steps == args.steps
+    # the engine: a warm-up of 0 steps or fewer is read from the (default 0) ratio instead
+    steps_of_warm_up = (optim.lr_warmup_steps if optim.lr_warmup_steps > 0
+                        else int(optim.lr_warmup_steps_ratio * optim.total_training_steps))
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=optim.lr)
+    schedule = get_cosine_schedule_with_warmup(optimizer, num_warmup_steps=steps_of_warm_up,
+                                               num_training_steps=optim.total_training_steps,
+                                               min_lr_ratio=optim.min_lr_ratio, num_cycles=optim.num_cycles,
+                                               zero_indexed_step=optim.zero_indexed_step)
     verl_rates = []
     for _ in range(args.steps):
         verl_rates.append(optimizer.param_groups[0]["lr"])

@@ -109,6 +109,8 @@ def test_a_finished_run_is_reused_only_with_the_same_settings(tmp_path):
     assert _finished_run(run) is None  # another pilot's learning rate
     (folder / "config.yaml").write_text(yaml.safe_dump({**recorded, "policy_sha256": "0" * 64}))
     assert _finished_run(run) is None  # trained from another warm start at the same path
+    (folder / "config.yaml").write_text(yaml.safe_dump({**recorded, "lr_schedule": "cosine"}))
+    assert _finished_run(run) is None  # a decaying rate, which a constant run's config leaves unsaid
 
 
 def test_the_summary_gives_the_studys_median_of_crossing_steps(tmp_path):

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import shlex
 import shutil
@@ -125,7 +126,11 @@ def _finished_run(run) -> pd.DataFrame | None:
     recorded = yaml.safe_load(config.read_text())
     wanted = {**resolved_config(run, TrainSettings.of(run)), "policy_sha256": policy_digest(run.policy_dir),
               "policy": run.policy_dir}
-    return pd.read_parquet(metrics) if all(recorded.get(key) == value for key, value in wanted.items()) else None
+    # a setting that resolved_config leaves out at its default (lr_schedule: constant) must be absent from the
+    # folder's config too: a cosine run is not this constant run
+    unwanted = {field.name for field in dataclasses.fields(TrainSettings)} & set(recorded) - set(wanted)
+    same = not unwanted and all(recorded.get(key) == value for key, value in wanted.items())
+    return pd.read_parquet(metrics) if same else None
 
 
 # The pilots' own sampling seed, not the evaluation's: docs/calibration/ holds tables drawn with it.

@@ -121,8 +121,8 @@ class TrainSettings:
     static_weights: list[float] | None = None
     """fixed channel weights of static_sym / static_asym (one per reward, each >= 1); None for the other methods"""
     lr_schedule: str = "constant"
-    """the learning rate after its warm-up (`LR_SCHEDULES`): "constant", or "cosine" decay towards 0 at the run's
-    last update"""
+    """the learning rate after its warm-up (`LR_SCHEDULES`): "constant", or "cosine" decay towards 0, which it would
+    reach one update after the run's last"""
 
     @classmethod
     def of(cls, run) -> "TrainSettings":
