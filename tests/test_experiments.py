@@ -242,6 +242,9 @@ def test_a_cosine_schedule_reaches_verl_and_its_tiny_twin():
     by default): stated once in the shared settings, each trainer reads it; unset, neither run carries it."""
     experiment = copy.deepcopy(load_experiment("verl_cpu"))
     assert "lr_scheduler_type" not in str(_verl_cpu_toolcall(experiment).settings)
+    unset = {(r.backend, r.task, r.method, r.seed): r.settings for r in run_matrix(experiment)}
+    experiment["settings"]["lr_schedule"] = "constant"  # stated at what unset means (verl's default too): no run moves
+    assert {(r.backend, r.task, r.method, r.seed): r.settings for r in run_matrix(experiment)} == unset
     experiment["settings"]["lr_schedule"] = "cosine"
     run = _verl_cpu_toolcall(experiment)
     assert run.settings["verl"]["actor_rollout_ref.actor.optim.lr_scheduler_type"] == "cosine"

@@ -290,6 +290,10 @@ def run_settings(experiment: dict[str, Any], target: str, method: str) -> dict[s
     else:
         # Fixed weights belong to the static methods only; the other methods of the same sweep ignore them.
         settings.pop("static_weights", None)
+    if settings.get("lr_schedule") == "constant":
+        # what unset means (the schema gives no default): stated or not, a constant run has the same settings, so the
+        # runs made before the setting existed keep theirs (and their workflow params)
+        settings.pop("lr_schedule")
     settings["task_options"] = copy.deepcopy(task.get("options", {}))
     return settings
 
