@@ -253,6 +253,32 @@ def test_a_cosine_schedule_reaches_verl_and_its_tiny_twin():
     assert args.lr_schedule == "cosine" and args.minibatches == 1
 
 
+def test_every_verl_key_a_shared_setting_becomes_is_in_verls_config():
+    """The translation's targets are keys of verl's own PPO trainer config (the file its Hydra entry point
+    composes), so a misspelt key fails here rather than in a verl run."""
+    import importlib.util
+    from pathlib import Path
+
+    from dara.experiments import VERL_EQUIVALENT_KEYS, VERL_KL_KEYS
+
+    verl_dir = Path(importlib.util.find_spec("verl").origin).parent
+    config = yaml.safe_load((verl_dir / "trainer" / "config" / "_generated_ppo_trainer.yaml").read_text())
+    keys = [key.removeprefix("verl/") for key in (*VERL_EQUIVALENT_KEYS.values(), *VERL_KL_KEYS)
+            if key.startswith("verl/")]
+    assert "actor_rollout_ref.actor.optim.lr_scheduler_type" in keys
+
+    def in_config(key: str) -> bool:
+        node = config
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return False
+            node = node[part]
+        return True
+
+    assert not in_config("actor_rollout_ref.actor.optim.lr_schedule")  # the check can fail: our name, not verl's
+    assert [key for key in keys if not in_config(key)] == []
+
+
 @pytest.mark.parametrize("warm_up", [0, 3])
 def test_verls_cosine_schedule_gives_each_step_the_tiny_trainers_rate(warm_up, tmp_path):
     """verl steps its scheduler once per rollout step (one update a step, as the rule above requires); built as its
