@@ -187,7 +187,7 @@ def learning_rate(update: int, args: TrainSettings) -> float:
     formula as ``0.5 cos + 0.5``, equal to rounding."""
     warm_up = args.lr_warmup_updates
     if warm_up > 0 and update < warm_up:
-        return args.learning_rate * min(1.0, update / warm_up)
+        return args.learning_rate * (update / warm_up)
     if args.lr_schedule == "constant":
         return args.learning_rate
     progress = (update - warm_up) / max(1, args.steps * args.minibatches - warm_up)

@@ -12,8 +12,9 @@ How the tiny trainer's settings map onto TRL (``trl_config``): one rollout step 
 ``responses_per_step / minibatches`` completions each, one epoch), so ``max_steps = steps * minibatches``;
 ``loss_type="bnpo"`` (token mean per minibatch, the tiny trainer's loss; TRL's default is ``dapo``), constant
 learning rate after a linear warm-up over ``lr_warmup_updates`` optimizer steps (``constant_with_warmup``; plain
-``constant`` at 0; ``cosine`` where ``lr_schedule`` says so, decaying over ``max_steps``), AdamW without weight decay, ``epsilon = clip_ratio``, ``beta = kl_coef`` with the KL term not
-weighted by the importance ratio (``use_bias_correction_kl=False``). Differences that remain are listed in
+``constant`` at 0; ``cosine`` where ``lr_schedule`` says so, decaying over ``max_steps``), AdamW without weight
+decay, ``epsilon = clip_ratio``, ``beta = kl_coef`` with the KL term not weighted by the importance ratio
+(``use_bias_correction_kl=False``). Differences that remain are listed in
 docs/trl.md.
 
 Row ``step = s`` of ``metrics.parquet`` describes the rollouts of the policy after ``s`` rollout steps, as in the
